@@ -1,0 +1,54 @@
+# The two commands of the README, and their parts.
+#   make demo   set up .venv, then `paperports reproduce --quick`
+#   make test   set up .venv, then tests, lint, types and the docs build
+# TORCH picks the torch build: the default is the CPU wheel; for CUDA, for example
+#   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+PYTHON ?= python3
+VENV ?= .venv
+TORCH ?= torch==2.13.0
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.paperports-installed
+
+export HF_HUB_OFFLINE := 1
+export TRANSFORMERS_OFFLINE := 1
+export MPLBACKEND := Agg
+
+.PHONY: demo test setup pytest lint typecheck docs reproduce bench clean
+
+demo: setup
+	$(BIN)/paperports reproduce all --quick
+
+test: setup pytest lint typecheck docs
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	# torch first: a plain `torch` requirement would pull the multi-GB CUDA build.
+	$(BIN)/python -m pip install --quiet $(TORCH)
+	$(BIN)/python -m pip install --quiet -e ".[all,test,docs]"
+	touch $@
+
+pytest:
+	$(BIN)/python -m pytest -q
+
+lint:
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
+
+typecheck:
+	$(BIN)/mypy
+
+docs:
+	$(BIN)/mkdocs build --strict --quiet --site-dir site
+
+reproduce: setup
+	$(BIN)/python -m pytest -q -m slow
+	$(BIN)/paperports reproduce all
+
+bench: setup
+	$(BIN)/paperports bench all
+
+clean:
+	rm -rf site reports .pytest_cache .mypy_cache .ruff_cache

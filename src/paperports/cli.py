@@ -1,0 +1,109 @@
+"""The ``paperports`` command: ``reproduce`` and ``bench`` for the methods that have landed."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import paperports
+from paperports.registry import METHODS, Method, RunContext, get_method
+
+__all__ = ["main"]
+
+
+def _methods_help() -> str:
+    return "\n".join(f"  {m.name:10} {m.title}" for m in METHODS.values())
+
+
+def _selected(name: str) -> list[Method]:
+    return list(METHODS.values()) if name == "all" else [get_method(name)]
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "method",
+        nargs="?",
+        default="all",
+        choices=[*METHODS, "all"],
+        help="the method to run (default: all)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars or status lines")
+    p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``paperports`` command."""
+    methods = f"methods:\n{_methods_help()}"
+    parser = argparse.ArgumentParser(
+        prog="paperports",
+        description="Reproduce and benchmark five classic papers as plugins of their ecosystems.",
+        epilog=methods,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=paperports.__version__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="{reproduce,bench}")
+
+    rep = sub.add_parser(
+        "reproduce",
+        help="run a method's experiments and write a report beside the paper's figures",
+        description="Run a method's experiments on the embedded data and write report.md, "
+        "results.json and PNG plots to OUT/<method>/.",
+        epilog=methods,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(rep)
+    rep.add_argument("--quick", action="store_true", help="a reduced budget (minutes, not hours)")
+    rep.add_argument("--out", type=Path, default=Path("reports"), help="output folder")
+    rep.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+
+    ben = sub.add_parser(
+        "bench",
+        help="time a method against its ecosystem's own implementation",
+        description="Run a method's benchmarks in one process and print ours / anchor ratios "
+        "(medians of repeated runs, same inputs, same thread count); write OUT/<method>.json.",
+        epilog=methods,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _common(ben)
+    ben.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output folder")
+    ben.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    for method in _selected(args.method):
+        if args.command == "reproduce":
+            ctx = RunContext(
+                out=args.out / method.name, quick=args.quick, seed=args.seed, quiet=args.quiet
+            )
+            ctx.log(f"paperports reproduce {method.name}{' --quick' if args.quick else ''} ...")
+            report = method.reproduce(ctx)
+            print(f"{method.name}: report written to {report}")
+        else:
+            ctx = RunContext(out=args.out, seed=args.seed, quiet=args.quiet)
+            ctx.log(f"paperports bench {method.name} ...")
+            result = method.bench(ctx)
+            print(result.table())
+            print(f"{method.name}: results written to {result.write(args.out)}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``paperports`` console script."""
+    args = build_parser().parse_args(argv)
+    if args.debug:
+        return _run(args)
+    try:
+        return _run(args)
+    except KeyboardInterrupt:
+        print("paperports: interrupted", file=sys.stderr)
+        return 130
+    except Exception as err:  # one clear line for the user; --debug shows the traceback
+        print(f"paperports: error: {err} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The experiments behind ``paperports reproduce`` and ``paperports bench``, one per method."""

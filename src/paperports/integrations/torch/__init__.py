@@ -1,0 +1,3 @@
+"""Plain ``torch.nn`` modules; they need nothing beyond torch."""
+
+__all__: list[str] = []

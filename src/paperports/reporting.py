@@ -1,0 +1,70 @@
+"""The report that ``paperports reproduce`` writes: ``report.md``, ``results.json`` and plots."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from paperports.registry import Method
+
+__all__ = ["Report", "markdown_table"]
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured markdown table; floats are shown with 4 significant digits."""
+
+    def cell(v: Any) -> str:
+        return f"{v:.4g}" if isinstance(v, float) else str(v)
+
+    lines = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+class Report:
+    """Collects a method's results and writes them beside the paper's.
+
+    Args:
+        method: The registered method (its title and citation head the report).
+        out: The folder to write into; created if missing.
+    """
+
+    def __init__(self, method: Method, out: Path) -> None:
+        self.method = method
+        self.out = out
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.parts: list[str] = []
+        self.results: dict[str, Any] = {}
+
+    def text(self, markdown: str) -> None:
+        """Add a paragraph of markdown."""
+        self.parts.append(markdown.strip())
+
+    def section(self, title: str) -> None:
+        """Start a section."""
+        self.parts.append(f"## {title}")
+
+    def table(self, headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+        """Add a table."""
+        self.parts.append(markdown_table(headers, rows))
+
+    def figure(self, fig: Any, name: str, caption: str) -> Path:
+        """Save a matplotlib figure as ``<name>.png`` and reference it in the report."""
+        import matplotlib.pyplot as plt
+
+        path = self.out / f"{name}.png"
+        fig.savefig(path, dpi=110, bbox_inches="tight")
+        plt.close(fig)
+        self.parts.append(f"![{caption}]({path.name})\n\n*{caption}*")
+        return path
+
+    def write(self) -> Path:
+        """Write ``report.md`` and ``results.json``; return the path of ``report.md``."""
+        head = f"# {self.method.title}: reproduction report\n\nPaper: {self.method.citation}"
+        md = "\n\n".join([head, *self.parts]) + "\n"
+        path = self.out / "report.md"
+        path.write_text(md)
+        (self.out / "results.json").write_text(json.dumps(self.results, indent=2, default=float))
+        return path

@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import pytest
+
+from paperports.benchmarking import BenchResult, BenchRow, median_time
+
+
+def test_median_time_calls_warmup_plus_repeats() -> None:
+    calls = []
+    t = median_time(lambda: calls.append(1), repeats=3, warmup=2)
+    assert len(calls) == 5 and t >= 0
+
+
+def test_median_time_rejects_no_repeats() -> None:
+    with pytest.raises(ValueError, match="repeats"):
+        median_time(lambda: None, repeats=0)
+
+
+def test_table_shows_ratios() -> None:
+    res = BenchResult("m", "anchor", [BenchRow("x", 3.0, 2.0, "s", "ratio <= 1")])
+    assert res.rows[0].ratio == 1.5
+    assert "1.500" in res.table()

@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from paperports import cli
+from paperports.benchmarking import BenchResult, BenchRow
+from paperports.registry import METHODS, Method, RunContext
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["reproduce", "--help"], ["bench", "--help"]])
+def test_help_lists_the_landed_methods(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(argv)
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    for name in METHODS:
+        assert name in out
+
+
+def test_unknown_method_is_rejected_by_argparse(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["reproduce", "nosuchmethod"])
+    assert info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+class _Fake:
+    """A method module stand-in: registered in METHODS for one test, runs real CLI code."""
+
+    @staticmethod
+    def reproduce(ctx: RunContext) -> Path:
+        if ctx.seed == 13:
+            raise RuntimeError("seed 13 is unlucky")
+        ctx.out.mkdir(parents=True, exist_ok=True)
+        path = ctx.out / "report.md"
+        path.write_text(f"quick={ctx.quick} seed={ctx.seed}")
+        return path
+
+    @staticmethod
+    def bench(ctx: RunContext) -> BenchResult:
+        return BenchResult("fake", "anchor", [BenchRow("step", 2.0, 4.0, "s", "ratio <= 1.0")])
+
+
+@pytest.fixture
+def fake_method(monkeypatch: pytest.MonkeyPatch) -> str:
+    import sys
+    import types
+
+    mod = types.ModuleType("paperports_fake_experiments")
+    mod.reproduce = _Fake.reproduce  # type: ignore[attr-defined]
+    mod.bench = _Fake.bench  # type: ignore[attr-defined]
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    method = Method("fake", "A fake method", "Nobody (2026)", ("foolbox",), (), mod.__name__)
+    monkeypatch.setitem(METHODS, "fake", method)
+    return "fake"
+
+
+def test_reproduce_writes_under_out_and_passes_options(fake_method: str, tmp_path: Path) -> None:
+    assert (
+        cli.main(["reproduce", fake_method, "--quick", "--seed", "3", "--out", str(tmp_path)]) == 0
+    )
+    assert (tmp_path / "fake" / "report.md").read_text() == "quick=True seed=3"
+
+
+def test_errors_are_one_line_without_debug(
+    fake_method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = cli.main(["reproduce", fake_method, "--seed", "13", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert err.strip().count("\n") == 0
+    assert "seed 13 is unlucky" in err and "Traceback" not in err
+    with pytest.raises(RuntimeError, match="unlucky"):
+        cli.main(["reproduce", fake_method, "--seed", "13", "--debug", "--out", str(tmp_path)])
+
+
+def test_bench_prints_ratio_and_writes_json(
+    fake_method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["bench", fake_method, "--out", str(tmp_path)]) == 0
+    assert "0.500" in capsys.readouterr().out
+    data = json.loads((tmp_path / "fake.json").read_text())
+    assert data["rows"][0]["ratio"] == 0.5
+    assert data["machine"]["torch_threads"] >= 1

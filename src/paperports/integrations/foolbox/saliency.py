@@ -1,0 +1,329 @@
+r"""Forward derivatives, adversarial saliency maps and the saliency pair search of JSMA.
+
+Papernot et al. (2016), "The Limitations of Deep Learning in Adversarial Settings"
+(https://arxiv.org/abs/1511.07528), Section III.
+
+For a classifier :math:`F` with outputs :math:`F_j` (logits or softmax probabilities), the
+*forward derivative* is the Jacobian :math:`\nabla F(X) = [\partial F_j / \partial x_i]`.
+For a target class :math:`t` write
+
+.. math::
+
+    a_i = \frac{\partial F_t(X)}{\partial x_i}, \qquad
+    b_i = \sum_{j \neq t} \frac{\partial F_j(X)}{\partial x_i}.
+
+The saliency map for increasing features is
+
+.. math::
+
+    S(X, t)_i = \begin{cases} 0 & \text{if } a_i < 0 \text{ or } b_i > 0 \\
+                a_i \, |b_i| & \text{otherwise,} \end{cases}
+
+and for decreasing features the same with both inequalities reversed. The attack's pair
+rule picks :math:`(p, q)` maximising :math:`\alpha \cdot |\beta|` with
+:math:`\alpha = a_p + a_q > 0` and :math:`\beta = b_p + b_q < 0`.
+
+Only :math:`a` and :math:`b` enter the attack, so one backward pass on a batch of twice
+the size gives both (``b`` as the gradient of :math:`\sum_j F_j` minus ``a``); for softmax
+probabilities :math:`\sum_j F_j = 1`, so :math:`b = -a` exactly and one backward pass on
+the batch itself suffices. :func:`forward_derivative` gives the whole Jacobian, with one
+backward pass on a batch replicated once per class.
+
+Everything here works on eagerpy tensors, so one implementation serves every framework
+that foolbox supports.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Literal
+
+import eagerpy as ep
+from foolbox.models import Model
+
+__all__ = [
+    "Outputs",
+    "best_features",
+    "best_pairs",
+    "forward_derivative",
+    "saliency_map",
+    "target_gradients",
+]
+
+Outputs = Literal["logits", "probabilities"]
+"""Which outputs of the model the forward derivative differentiates."""
+
+DEFAULT_CHUNK_SIZE = 1 << 22
+"""Pair-matrix entries evaluated at once (per batch) by :func:`best_pairs`."""
+
+
+def _check_outputs(outputs: str) -> None:
+    if outputs not in ("logits", "probabilities"):
+        raise ValueError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
+
+
+def _scores(z: ep.Tensor, outputs: Outputs) -> ep.Tensor:
+    return z if outputs == "logits" else ep.softmax(z, axis=-1)
+
+
+def class_scores(model: Model, x: ep.Tensor) -> ep.Tensor:
+    """The model's outputs on ``x``, checked to be a batch of class scores ``(N, K)``."""
+    z = model(x)
+    if z.ndim != 2 or z.shape[0] != x.shape[0] or z.shape[1] < 2:
+        raise ValueError(
+            "the model must return a batch of class scores of shape (batch, num_classes) with "
+            f"num_classes >= 2; for inputs of shape {tuple(x.shape)} it returned shape "
+            f"{tuple(z.shape)} (for models returning an object with .logits, wrap them in "
+            "paperports.adapters.foolbox_models.LogitsModel)"
+        )
+    return z
+
+
+def target_gradients(
+    model: Model, inputs: Any, targets: Any, *, outputs: Outputs = "logits"
+) -> tuple[Any, Any]:
+    r"""The two rows of the forward derivative that JSMA needs: :math:`a` and :math:`b`.
+
+    Args:
+        model: A foolbox model.
+        inputs: A batch of inputs ``(N, ...)``.
+        targets: The target class of each input ``(N,)``.
+        outputs: Differentiate ``"logits"`` or softmax ``"probabilities"``.
+
+    Returns:
+        ``(a, b)``, each shaped like ``inputs``: :math:`\partial F_t / \partial x` and
+        :math:`\sum_{j \neq t} \partial F_j / \partial x`.
+    """
+    _check_outputs(outputs)
+    (x, t), restore_type = ep.astensors_(inputs, targets)
+    a, b = _target_gradients(model, x, t, outputs)
+    return restore_type(a), restore_type(b)
+
+
+def _target_gradients(
+    model: Model, x: ep.Tensor, targets: ep.Tensor, outputs: Outputs
+) -> tuple[ep.Tensor, ep.Tensor]:
+    z, t, a, b = outputs_and_gradients(model, x, lambda z: targets, outputs)
+    if outputs == "probabilities":  # undo the per-row 1 / p_t of the log-probability
+        p_t = (ep.softmax(z, axis=-1) * ep.onehot_like(z, t)).sum(axis=-1)
+        scale = p_t.reshape((-1,) + (1,) * (a.ndim - 1))
+        a, b = a * scale, b * scale
+    return a, b
+
+
+def outputs_and_gradients(
+    model: Model,
+    x: ep.Tensor,
+    choose_targets: Callable[[ep.Tensor], ep.Tensor],
+    outputs: Outputs,
+) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor, ep.Tensor]:
+    r"""One forward and one backward pass: the model's outputs ``z`` at ``x``, the targets
+    ``choose_targets(z)``, and :math:`a`, :math:`b` for those targets.
+
+    The attack uses ``z`` to decide whether to stop, so a step costs a single pass.
+
+    For ``"probabilities"`` the gradients are those of :math:`\log p_t`, that is
+    :math:`a / p_t` and :math:`b / p_t`: a positive factor per input, which changes no
+    decision of the saliency rules, while :math:`\partial p_t` itself underflows (and its
+    pair products underflow to exact ties at 0) when the target is far from winning.
+    """
+    n = len(x)
+    chosen: list[ep.Tensor] = []
+
+    if outputs == "probabilities":
+
+        def target_log_prob(xx: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+            z = model(xx)
+            chosen.append(choose_targets(z))
+            logp = ep.log_softmax(z, axis=-1)
+            return (logp * ep.onehot_like(logp, chosen[0])).sum(), z
+
+        _, z, a = ep.value_aux_and_grad(target_log_prob, x)
+        return z, chosen[0], a, -a  # sum_j p_j = 1, so sum_{j != t} dp_j = -dp_t exactly
+
+    # One backward pass on [x; x]: the first half gives dF_t, the second d(sum_j F_j).
+    def stacked(xx: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+        z = model(xx)
+        chosen.append(choose_targets(z[:n]))
+        weights = ep.concatenate([ep.onehot_like(z[:n], chosen[0]), ep.ones_like(z[n:])])
+        return (z * weights).sum(), z[:n]
+
+    _, z, g = ep.value_aux_and_grad(stacked, ep.concatenate([x, x]))
+    a = g[:n]
+    return z, chosen[0], a, g[n:] - a
+
+
+def forward_derivative(model: Model, inputs: Any, *, outputs: Outputs = "logits") -> Any:
+    r"""The Jacobian :math:`\partial F_j / \partial x_i` of the model at ``inputs``.
+
+    Computed with one backward pass on the batch replicated once per class.
+
+    Returns:
+        A tensor of shape ``(N, K, *input_shape)``.
+    """
+    _check_outputs(outputs)
+    x, restore_type = ep.astensor_(inputs)
+    n = len(x)
+    k = class_scores(model, x[:1]).shape[-1]
+    tiled = ep.concatenate([x] * k)
+    classes = ep.concatenate([ep.full(x, (n,), float(c)) for c in range(k)]).astype(int)
+
+    def selected(xx: ep.Tensor) -> ep.Tensor:
+        f = _scores(model(xx), outputs)
+        return (f * ep.onehot_like(f, classes)).sum()
+
+    _, g = ep.value_and_grad(selected, tiled)
+    jac = g.reshape((k, n, *x.shape[1:]))
+    return restore_type(ep.stack([jac[c] for c in range(k)], axis=1))
+
+
+def saliency_map(
+    model: Model,
+    inputs: Any,
+    targets: Any,
+    *,
+    increase: bool = True,
+    outputs: Outputs = "logits",
+) -> Any:
+    r"""The adversarial saliency map :math:`S(X, t)` of the paper, shaped like ``inputs``.
+
+    Args:
+        increase: The map for increasing features (:math:`\theta > 0`); ``False`` gives the
+            decreasing variant, with the inequalities reversed.
+    """
+    a, b = target_gradients(model, inputs, targets, outputs=outputs)
+    (a_, b_), restore_type = ep.astensors_(a, b)
+    if not increase:
+        a_, b_ = -a_, -b_
+    keep = ep.logical_and(a_ >= 0, b_ <= 0)
+    return restore_type(ep.where(keep, a_ * b_.abs(), ep.zeros_like(a_)))
+
+
+def best_features(a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    r"""Single-feature rule: :math:`\arg\max_i S(X, t)_i` over the search domain.
+
+    Args:
+        a, b: :math:`a` and :math:`b` of shape ``(N, n)``, already multiplied by the sign of
+            :math:`\theta`.
+        domain: Boolean ``(N, n)``, the features that may still change.
+
+    Returns:
+        ``(p, found)``: the chosen feature ``(N,)`` and whether a feature with
+        :math:`a_p > 0, b_p < 0` exists ``(N,)``.
+    """
+    valid = ep.logical_and(domain, ep.logical_and(a > 0, b < 0))
+    score = ep.where(valid, a * (-b), ep.full_like(a, -ep.inf))
+    return score.argmax(axis=-1), valid.any(axis=-1)
+
+
+def best_pairs(
+    a: ep.Tensor,
+    b: ep.Tensor,
+    domain: ep.Tensor,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    tie_candidates: int = 1024,
+) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
+    r"""The paper's pair rule, exactly, without building the ``n x n`` pair matrix.
+
+    Among pairs :math:`p \neq q` in the domain with :math:`\alpha = a_p + a_q > 0` and
+    :math:`\beta = b_p + b_q < 0`, returns the one maximising :math:`\alpha |\beta|`; ties go
+    to the smallest ``(min(p, q), max(p, q))``, as a row-major argmax over the dense upper
+    triangle would.
+
+    How it avoids the ``n x n`` matrix: with :math:`u = a`, :math:`v = -b` and :math:`U, V`
+    their maxima over the domain, any valid pair containing ``p`` scores at most
+    :math:`(u_p + U)(v_p + V)`, the *bound* of ``p``. The search evaluates the pairs among
+    the ``M`` features of largest bound (``M`` = 64 first), in blocks of at most
+    ``chunk_size`` entries; a row is done once its best pair scores more than the
+    ``(M+1)``-th largest bound, since no pair with a feature outside can do better.
+    Otherwise ``M`` grows fourfold for the rows not done. If the two largest ``u`` (or ``v``)
+    in a row sum to at most 0, no pair is valid and the row is not searched at all.
+
+    The result is the dense search's, with one documented exception: when more than
+    ``tie_candidates`` features tie exactly at the bound that ends the search (as on models
+    whose features are interchangeable), the pair has the best score but the tie is broken
+    among the ``tie_candidates`` features that ``topk`` returns, not by the smallest index.
+
+    Args:
+        a, b: :math:`a` and :math:`b` of shape ``(N, n)``, already multiplied by the sign of
+            :math:`\theta`.
+        domain: Boolean ``(N, n)``, the features that may still change.
+        chunk_size: The most pair-matrix entries evaluated at once.
+        tie_candidates: See above.
+
+    Returns:
+        ``(p, q, found)``, each ``(N,)``; where ``found`` is false no pair satisfies the rule.
+    """
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    n_rows, n = a.shape
+    zero_key = ep.zeros(a, (n_rows,)).astype(int)
+    score = ep.full(a, (n_rows,), -ep.inf)
+    key = ep.full(zero_key, (n_rows,), n * n)
+    if n >= 2:
+        neg_inf = ep.full_like(a, -ep.inf)
+        u = ep.where(domain, a, ep.zeros_like(a))
+        v = ep.where(domain, -b, ep.zeros_like(b))
+        top_u = ep.where(domain, u, neg_inf).topk(2)[0]
+        top_v = ep.where(domain, v, neg_inf).topk(2)[0]
+        # no two features reach alpha > 0 (or beta < 0): provably no valid pair in the row
+        possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
+        bu, bv = u + top_u[:, :1], v + top_v[:, :1]
+        can_pair = ep.logical_and(domain, ep.logical_and(bu > 0, bv > 0))
+        bound = ep.where(can_pair, bu * bv, neg_inf)
+
+        rows = ep.arange(zero_key, n_rows)[possible]
+        m = min(n, 64)
+        while len(rows):
+            bounds, cand = bound[rows].topk(min(n, m + 1))
+            s, k = _best_among(u[rows], v[rows], can_pair[rows], cand[:, :m], chunk_size)
+            score = ep.index_update(score, rows, s)
+            key = ep.index_update(key, rows, k)
+            if m >= n:
+                break
+            nxt = bounds[:, m]
+            done = ep.logical_or(s > nxt, nxt == -ep.inf)
+            if m >= tie_candidates:
+                done = ep.logical_or(done, s == nxt)
+            rows = rows[ep.logical_not(done)]
+            m = min(n, 4 * m)
+    found = score > -ep.inf
+    key = ep.where(found, key, zero_key)
+    p = key // n
+    return p, key - p * n, found
+
+
+def _best_among(
+    u: ep.Tensor, v: ep.Tensor, ok: ep.Tensor, idx: ep.Tensor, chunk_size: int
+) -> tuple[ep.Tensor, ep.Tensor]:
+    """Best valid pair among the features ``idx`` ``(N, m)``: (score, key = p * n + q)."""
+    n_rows, n = u.shape
+    m = idx.shape[-1]
+    uu = u.take_along_axis(idx, axis=-1)
+    vv = v.take_along_axis(idx, axis=-1)
+    okk = ok.take_along_axis(idx, axis=-1)
+    best = ep.full(u, (n_rows,), -ep.inf)
+    best_key = ep.full(idx, (n_rows,), n * n)
+    rows = max(1, chunk_size // max(1, n_rows * m))
+    for r0 in range(0, m, rows):
+        r1 = min(m, r0 + rows)
+        alpha = uu[:, r0:r1, None] + uu[:, None, :]
+        beta = vv[:, r0:r1, None] + vv[:, None, :]
+        ip, iq = idx[:, r0:r1, None], idx[:, None, :]
+        valid = ep.logical_and(okk[:, r0:r1, None], okk[:, None, :])
+        valid = ep.logical_and(valid, ip != iq)
+        valid = ep.logical_and(valid, ep.logical_and(alpha > 0, beta > 0))
+        score = ep.where(valid, alpha * beta, ep.full_like(alpha, -ep.inf))
+        key = ep.minimum(ip, iq) * n + ep.maximum(ip, iq)
+        chunk_best = score.reshape((n_rows, -1)).max(axis=-1)
+        at_best = ep.logical_and(valid, score == chunk_best[:, None, None])
+        chunk_key = ep.where(at_best, key, ep.full_like(key, n * n)).reshape((n_rows, -1))
+        chunk_key = chunk_key.min(axis=-1)
+        better = ep.logical_or(
+            chunk_best > best, ep.logical_and(chunk_best == best, chunk_key < best_key)
+        )
+        better = ep.logical_and(better, chunk_best > -ep.inf)
+        best = ep.where(better, chunk_best, best)
+        best_key = ep.where(better, chunk_key, best_key)
+    return best, best_key

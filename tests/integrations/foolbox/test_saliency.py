@@ -1,0 +1,113 @@
+"""The forward derivative, the saliency map and the pair search against direct computations."""
+
+from __future__ import annotations
+
+import eagerpy as ep
+import pytest
+import torch
+from torch.autograd.functional import jacobian
+
+from paperports.experiments.jsma.reference import dense_pair
+from paperports.integrations.foolbox.saliency import (
+    best_features,
+    best_pairs,
+    forward_derivative,
+    saliency_map,
+    target_gradients,
+)
+
+from .conftest import TinyNet, fmodel
+
+
+def _direct_jacobian(model: TinyNet, x: torch.Tensor, outputs: str) -> torch.Tensor:
+    def f(xi: torch.Tensor) -> torch.Tensor:
+        z = model(xi[None])[0]
+        return z.softmax(-1) if outputs == "probabilities" else z
+
+    return torch.stack([jacobian(f, xi) for xi in x])  # (N, K, n)
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+def test_forward_derivative_is_the_jacobian(tiny: TinyNet, outputs: str) -> None:
+    x = torch.rand(5, 6, dtype=torch.float64)
+    ours = forward_derivative(fmodel(tiny), x, outputs=outputs)
+    assert ours.shape == (5, 4, 6)
+    torch.testing.assert_close(ours, _direct_jacobian(tiny, x, outputs))
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+@pytest.mark.parametrize("increase", [True, False])
+def test_saliency_map_matches_per_class_computation(
+    tiny: TinyNet, outputs: str, increase: bool
+) -> None:
+    x = torch.rand(5, 6, dtype=torch.float64)
+    t = torch.tensor([0, 1, 2, 3, 0])
+    jac = _direct_jacobian(tiny, x, outputs)
+    rows = torch.arange(5)
+    a = jac[rows, t]
+    b = jac.sum(1) - a  # sum over the other classes, one class at a time
+    if not increase:
+        a, b = -a, -b
+    expected = torch.where((a >= 0) & (b <= 0), a * b.abs(), torch.zeros_like(a))
+    ours = saliency_map(fmodel(tiny), x, t, increase=increase, outputs=outputs)
+    torch.testing.assert_close(ours, expected, atol=1e-12, rtol=1e-9)
+    assert (ours > 0).any(), "a degenerate map would make this test vacuous"
+
+
+def test_probability_gradients_of_the_others_are_minus_the_targets(tiny: TinyNet) -> None:
+    x = torch.rand(3, 6, dtype=torch.float64)
+    t = torch.tensor([1, 2, 3])
+    a, b = target_gradients(fmodel(tiny), x, t, outputs="probabilities")
+    jac = _direct_jacobian(tiny, x, "probabilities")
+    torch.testing.assert_close(b, jac.sum(1) - jac[torch.arange(3), t], atol=1e-12, rtol=0)
+    torch.testing.assert_close(a, -b)
+
+
+def _random_case(seed: int, n_rows: int, n: int, integer: bool):  # type: ignore[no-untyped-def]
+    g = torch.Generator().manual_seed(seed)
+    if integer:  # many exact ties
+        a = torch.randint(-3, 4, (n_rows, n), generator=g).double()
+        b = torch.randint(-3, 4, (n_rows, n), generator=g).double()
+    else:
+        a = torch.randn(n_rows, n, generator=g, dtype=torch.float64)
+        b = torch.randn(n_rows, n, generator=g, dtype=torch.float64) + 0.3
+    domain = torch.rand(n_rows, n, generator=g) < 0.8
+    return a, b, domain
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("chunk_size", [1, 37, 1 << 22])
+def test_pair_search_equals_dense_brute_force(seed: int, chunk_size: int) -> None:
+    n = [2, 3, 9, 40, 120, 300][seed % 6]
+    a, b, domain = _random_case(seed, 7, n, integer=seed % 2 == 0)
+    p, q, found = best_pairs(
+        ep.astensor(a), ep.astensor(b), ep.astensor(domain), chunk_size=chunk_size
+    )
+    rp, rq, rfound = dense_pair(a, b, domain)
+    assert torch.equal(found.raw, rfound)
+    assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
+
+
+def test_pair_search_finds_pairs_away_from_the_largest_gradients() -> None:
+    # the features with the largest u have v << 0: the best pair is two middling features
+    a = torch.tensor([[5.0, 5.0, 1.0, 1.0, 0.1]], dtype=torch.float64)
+    b = torch.tensor([[9.0, 9.0, -1.0, -1.0, 0.0]], dtype=torch.float64)
+    domain = torch.ones(1, 5, dtype=torch.bool)
+    p, q, found = best_pairs(ep.astensor(a), ep.astensor(b), ep.astensor(domain))
+    assert bool(found.raw[0]) and (int(p.raw[0]), int(q.raw[0])) == (2, 3)
+
+
+def test_pair_search_reports_when_no_pair_is_valid() -> None:
+    a = torch.ones(2, 10, dtype=torch.float64)
+    b = torch.ones(2, 10, dtype=torch.float64)  # beta > 0 for every pair
+    _, _, found = best_pairs(ep.astensor(a), ep.astensor(b), ep.astensor(torch.ones(2, 10).bool()))
+    assert not found.raw.any()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_single_feature_choice_is_the_saliency_argmax(seed: int) -> None:
+    a, b, domain = _random_case(seed, 5, 50, integer=False)
+    p, found = best_features(ep.astensor(a), ep.astensor(b), ep.astensor(domain))
+    s = torch.where(domain & (a > 0) & (b < 0), a * -b, torch.full_like(a, -1.0))
+    assert torch.equal(found.raw, (s > -1).any(1))
+    assert torch.equal(p.raw[found.raw], s.argmax(1)[found.raw])

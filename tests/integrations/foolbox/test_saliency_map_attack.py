@@ -1,0 +1,225 @@
+"""SaliencyMapAttack: the paper's algorithm, foolbox's conventions, and clear errors."""
+
+from __future__ import annotations
+
+import math
+
+import foolbox as fb
+import pytest
+import torch
+from torch import nn
+
+from paperports.experiments.jsma.reference import dense_jsma
+from paperports.integrations.foolbox import JSMA, SaliencyMapAttack
+
+from .conftest import fmodel, other_targets
+
+Targeted = fb.criteria.TargetedMisclassification
+
+
+def _l0(x: torch.Tensor, xp: torch.Tensor) -> torch.Tensor:
+    return (x != xp).flatten(1).sum(1)
+
+
+def test_alias_and_distance() -> None:
+    assert JSMA is SaliencyMapAttack
+    assert SaliencyMapAttack.distance is fb.distances.l0
+    assert isinstance(SaliencyMapAttack(), fb.attacks.base.MinimizationAttack)
+
+
+def test_equals_the_dense_reference_step_for_step(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = other_targets(y)
+    attack = SaliencyMapAttack(outputs="logits", max_perturbation=0.4)
+    ours, _, _ = attack(fmodel(model), x, Targeted(t), epsilons=None)
+    ref = dense_jsma(model, x, t, outputs="logits", max_perturbation=0.4)
+    assert torch.equal(ours, ref)
+    assert (_l0(x, ours) > 0).sum() > 20, "the attack must have moved most images"
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+def test_batch_equals_one_by_one(digits8, pairwise: bool, outputs: str) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    x, t = x[:8], other_targets(y[:8])
+    attack = SaliencyMapAttack(pairwise=pairwise, outputs=outputs, max_perturbation=0.3)
+    batch, _, succ = attack(fmodel(model), x, Targeted(t), epsilons=None)
+    for i in range(len(x)):
+        one, _, s1 = attack(fmodel(model), x[i : i + 1], Targeted(t[i : i + 1]), epsilons=None)
+        assert torch.equal(one[0], batch[i])
+        assert bool(s1[0]) == bool(succ[i])
+
+
+def test_targeted_success_means_the_target_is_predicted(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = other_targets(y, seed=1)
+    adv, _, succ = SaliencyMapAttack(max_perturbation=0.4)(
+        fmodel(model), x, Targeted(t), epsilons=None
+    )
+    pred = model(adv).argmax(1)
+    assert torch.equal(succ, pred == t)
+    assert succ.float().mean() > 0.7
+
+
+def test_untargeted_moves_away_from_the_label(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    clean = model(x).argmax(1) == y
+    adv, _, succ = SaliencyMapAttack(max_perturbation=0.3)(
+        fmodel(model), x[clean], y[clean], epsilons=None
+    )
+    assert torch.equal(succ, model(adv).argmax(1) != y[clean])
+    assert succ.float().mean() > 0.9
+    # untargeted needs no more features than the best targeted run
+    assert _l0(x[clean], adv)[succ].float().mean() <= 0.3 * 64
+
+
+def test_already_at_target_is_success_with_zero_distortion(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, _ = digits8
+    pred = model(x).argmax(1)
+    adv, _, succ = SaliencyMapAttack()(fmodel(model), x, Targeted(pred), epsilons=None)
+    assert succ.all() and torch.equal(adv, x)
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_budget_caps_the_fraction_of_features_changed(digits8, pairwise: bool) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = other_targets(y, seed=2)
+    upsilon = 0.1
+    adv, _, _ = SaliencyMapAttack(max_perturbation=upsilon, pairwise=pairwise)(
+        fmodel(model), x, Targeted(t), epsilons=None
+    )
+    assert _l0(x, adv).max() <= math.floor(64 * upsilon)
+    assert SaliencyMapAttack(max_perturbation=0.145).max_steps(784) == 56  # the paper's MNIST
+
+
+def test_finite_l0_epsilons_are_respected(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = other_targets(y, seed=3)
+    raws, _, succ = SaliencyMapAttack(max_perturbation=0.5)(
+        fmodel(model), x, Targeted(t), epsilons=[4.0, 10.0]
+    )
+    assert succ.shape == (2, len(x))
+    assert _l0(x, raws[0]).max() <= 4
+    assert (succ[1] >= succ[0]).all()  # a larger budget never loses a success
+
+
+def test_features_stay_in_bounds_and_move_only_in_thetas_direction() -> None:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Flatten(), nn.Linear(16, 3)).double().eval()
+    x = torch.rand(6, 1, 4, 4, dtype=torch.float64) * 2 - 1
+    fm = fmodel(model, bounds=(-1.0, 1.0))
+    y = model(x).argmax(1)
+    for theta in (0.3, -0.3):
+        adv, _, _ = SaliencyMapAttack(theta=theta, max_perturbation=0.5)(fm, x, y, epsilons=None)
+        d = adv - x
+        assert adv.min() >= -1 and adv.max() <= 1
+        assert ((d >= 0) if theta > 0 else (d <= 0)).all()
+        assert (d != 0).any()
+
+
+class MeanModel(nn.Module):
+    """foolbox's test model: the class scores are the per-channel means."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.mean(dim=(2, 3))
+
+
+def test_no_strict_pair_falls_back_to_the_largest_alpha() -> None:
+    # every feature raises exactly one class: beta >= 0 everywhere, no strict pair exists
+    x = torch.full((2, 3, 4, 4), 0.5)
+    x[:, 0] = 0.6  # class 0 predicted; class 1 needs a few features raised
+    adv, _, succ = SaliencyMapAttack(max_perturbation=0.5)(
+        fmodel(MeanModel()), x, Targeted(torch.tensor([1, 1])), epsilons=None
+    )
+    assert succ.all()
+    changed = adv != x
+    assert changed[:, 1].any() and not changed[:, [0, 2]].any()  # only the target's channel
+
+
+def test_large_inputs_need_no_pair_matrix() -> None:
+    # 3x224x224 = 150,528 features: a dense pair matrix would be ~84 GiB per image
+    x = torch.full((1, 3, 224, 224), 0.5)
+    x[:, 0] = 0.5001
+    attack = SaliencyMapAttack(steps=3)
+    adv, _, _ = attack(fmodel(MeanModel()), x, Targeted(torch.tensor([2])), epsilons=None)
+    assert _l0(x, adv).item() == 6
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"theta": 0}, "theta"),
+        ({"theta": 1.5}, "theta"),
+        ({"max_perturbation": 0.0}, "max_perturbation"),
+        ({"max_perturbation": 1.2}, "max_perturbation"),
+        ({"steps": 0}, "steps"),
+        ({"outputs": "softmax"}, "outputs"),
+        ({"chunk_size": 0}, "chunk_size"),
+    ],
+)
+def test_bad_parameters_are_rejected(kwargs: dict[str, object], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        SaliencyMapAttack(**kwargs)  # type: ignore[arg-type]
+
+
+def test_inputs_outside_the_bounds_are_rejected(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    with pytest.raises(ValueError, match=r"within the model's bounds \[0.0, 1.0\]"):
+        SaliencyMapAttack()(fmodel(model), x * 2, y, epsilons=None)
+
+
+def test_bad_criteria_are_rejected(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    fm = fmodel(model)
+    with pytest.raises(ValueError, match="unsupported criterion"):
+        both = fb.criteria.Misclassification(y) & Targeted(other_targets(y))
+        SaliencyMapAttack()(fm, x, both, epsilons=None)
+    with pytest.raises(ValueError, match="shape"):
+        SaliencyMapAttack()(fm, x, Targeted(y[:3]), epsilons=None)
+    with pytest.raises(ValueError, match=r"\[0, 10\)"):
+        SaliencyMapAttack()(fm, x, Targeted(torch.full_like(y, 10)), epsilons=None)
+
+
+def test_models_that_do_not_return_class_scores_are_rejected() -> None:
+    model = nn.Flatten().eval()  # returns (N, 16): fine; (N,) is not
+    squeezed = nn.Sequential(nn.Flatten(), nn.Linear(16, 1), nn.Flatten(0)).eval()
+    x = torch.rand(4, 1, 4, 4)
+    SaliencyMapAttack(steps=1)(fmodel(model), x, torch.zeros(4, dtype=torch.long), epsilons=None)
+    with pytest.raises(ValueError, match="batch of class scores"):
+        SaliencyMapAttack()(fmodel(squeezed), x, torch.zeros(4, dtype=torch.long), epsilons=None)
+
+
+def test_reaches_the_papers_regime_on_the_digits_mnist_stand_in(digits28) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits28
+    x, y = x[:48], y[:48]
+    t = other_targets(y, seed=4)
+    adv, _, succ = SaliencyMapAttack()(fmodel(model), x, Targeted(t), epsilons=None)
+    l0 = _l0(x, adv).float() / 784
+    assert succ.float().mean() >= 0.85  # the paper: 97.1% on MNIST
+    assert l0[succ].mean() <= 0.08  # the paper: 4.02% of the features
+    assert l0.max() <= 0.145
+
+
+@pytest.mark.parametrize("pairwise", [True, False])
+def test_far_targets_do_not_underflow_in_float32(digits8, pairwise: bool) -> None:  # type: ignore[no-untyped-def]
+    # logits x 40: target probabilities ~1e-30, so dp_t products underflow float32 to 0;
+    # the attack must still choose what it chooses in float64
+    model64, x, y = digits8
+    sharp64 = nn.Sequential(model64, _Scale(40.0)).eval()
+    sharp32 = nn.Sequential(type(model64)(8).float().eval(), _Scale(40.0))
+    sharp32[0].load_state_dict({k: v.float() for k, v in model64.state_dict().items()})
+    t = other_targets(y, seed=5)
+    attack = SaliencyMapAttack(pairwise=pairwise, max_perturbation=0.3)
+    adv64, _, _ = attack(fmodel(sharp64), x, Targeted(t), epsilons=None)
+    adv32, _, _ = attack(fmodel(sharp32.eval()), x.float(), Targeted(t), epsilons=None)
+    same = ((adv64.float() != x.float()) == (adv32 != x.float())).flatten(1).all(1)
+    assert same.float().mean() >= 0.9
+
+
+class _Scale(nn.Module):
+    def __init__(self, c: float) -> None:
+        super().__init__()
+        self.c = c
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return z * self.c

@@ -91,6 +91,18 @@ class RunContext:
 METHODS: dict[str, Method] = {
     m.name: m
     for m in [
+        Method(
+            name="jsma",
+            title="JSMA (Jacobian-based saliency map attack) for foolbox 3",
+            citation=(
+                "Papernot, McDaniel, Jha, Fredrikson, Celik, Swami (2016). The Limitations of "
+                "Deep Learning in Adversarial Settings. IEEE EuroS&P. "
+                "https://arxiv.org/abs/1511.07528"
+            ),
+            extras=("foolbox", "reproduce"),
+            modules=("foolbox", "eagerpy", "matplotlib", "sklearn", "art", "tqdm"),
+            experiments="paperports.experiments.jsma",
+        ),
     ]
 }
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -66,5 +67,19 @@ class Report:
         md = "\n\n".join([head, *self.parts]) + "\n"
         path = self.out / "report.md"
         path.write_text(md)
-        (self.out / "results.json").write_text(json.dumps(self.results, indent=2, default=float))
+        data = json.dumps(_strict(self.results), indent=2, allow_nan=False)
+        (self.out / "results.json").write_text(data + "\n")
         return path
+
+
+def _strict(value: Any) -> Any:
+    """JSON-ready: NaN and infinities become ``null``, numpy scalars plain numbers."""
+    if isinstance(value, dict):
+        return {str(k): _strict(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(v) for v in value]
+    if hasattr(value, "item") and callable(value.item):  # numpy / torch scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

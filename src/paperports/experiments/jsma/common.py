@@ -1,0 +1,128 @@
+"""What the JSMA experiments share: the attacked set, one timed attack run, ART's anchor."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import foolbox as fb
+import numpy as np
+import torch
+from torch import nn
+
+from paperports.integrations.foolbox import SaliencyMapAttack
+
+__all__ = ["AttackRun", "all_other_targets", "run_art", "run_ours"]
+
+
+@dataclass
+class AttackRun:
+    """The outcome of attacking ``N`` (image, target) pairs."""
+
+    name: str
+    adversarial: torch.Tensor
+    success: np.ndarray
+    l0_fraction: np.ndarray
+    seconds: float
+
+    @property
+    def success_rate(self) -> float:
+        return float(self.success.mean())
+
+    @property
+    def mean_l0(self) -> float:
+        """Mean fraction of features changed over the successful samples (the paper's)."""
+        return float(self.l0_fraction[self.success].mean()) if self.success.any() else float("nan")
+
+    @property
+    def images_per_second(self) -> float:
+        return len(self.success) / self.seconds
+
+    def success_within(self, budgets: np.ndarray) -> np.ndarray:
+        """Success rate had the budget been each fraction in ``budgets`` (one greedy run
+        decides every smaller budget: a success needing ``d`` succeeds for budgets >= d)."""
+        return np.array([(self.success & (self.l0_fraction <= b + 1e-12)).mean() for b in budgets])
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "success_rate": self.success_rate,
+            "mean_l0_fraction_successful": self.mean_l0,
+            "mean_l0_fraction_all": float(self.l0_fraction.mean()),
+            "images_per_second": self.images_per_second,
+            "seconds": self.seconds,
+            "attacks": len(self.success),
+        }
+
+
+def all_other_targets(
+    x: torch.Tensor, y: torch.Tensor, num_classes: int = 10
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every image paired with each class other than its label: ``(x, source, target)``."""
+    xs, src, dst = [], [], []
+    for t in range(num_classes):
+        keep = y != t
+        xs.append(x[keep])
+        src.append(y[keep])
+        dst.append(torch.full_like(y[keep], t))
+    return torch.cat(xs), torch.cat(src), torch.cat(dst)
+
+
+def _outcome(
+    name: str, model: nn.Module, x: torch.Tensor, adv: torch.Tensor, t: torch.Tensor, sec: float
+) -> AttackRun:
+    with torch.no_grad():
+        success = (model(adv).argmax(-1) == t).numpy()
+    l0 = ((adv != x).flatten(1).sum(1).float() / x[0].numel()).numpy()
+    return AttackRun(name, adv, success, l0, sec)
+
+
+def run_ours(
+    name: str,
+    model: nn.Module,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    attack: SaliencyMapAttack,
+    *,
+    batch_size: int = 128,
+    progress: Any = None,
+) -> AttackRun:
+    """Run ``attack`` targeted on ``(x, t)`` in batches; time it."""
+    fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0))
+    starts = range(0, len(x), batch_size)
+    it = progress(starts, desc=name, total=len(starts)) if progress else starts
+    advs = []
+    start = time.perf_counter()
+    for i in it:
+        crit = fb.criteria.TargetedMisclassification(t[i : i + batch_size])
+        adv, _, _ = attack(fmodel, x[i : i + batch_size], crit, epsilons=None)
+        advs.append(adv)
+    sec = time.perf_counter() - start
+    return _outcome(name, model, x, torch.cat(advs), t, sec)
+
+
+def run_art(
+    model: nn.Module,
+    x: torch.Tensor,
+    t: torch.Tensor,
+    *,
+    theta: float = 1.0,
+    gamma: float = 0.145,
+    batch_size: int = 512,
+) -> AttackRun:
+    """The adversarial-robustness-toolbox's ``SaliencyMapMethod`` on the same inputs."""
+    from art.attacks.evasion import SaliencyMapMethod
+    from art.estimators.classification import PyTorchClassifier
+
+    clf = PyTorchClassifier(
+        model,
+        loss=nn.CrossEntropyLoss(),
+        input_shape=tuple(x.shape[1:]),
+        nb_classes=10,
+        clip_values=(0.0, 1.0),
+    )
+    art = SaliencyMapMethod(clf, theta=theta, gamma=gamma, batch_size=batch_size, verbose=False)
+    start = time.perf_counter()
+    adv = art.generate(x.numpy(), y=np.eye(10, dtype=np.float32)[t.numpy()])
+    sec = time.perf_counter() - start
+    return _outcome("ART SaliencyMapMethod", model, x, torch.as_tensor(adv), t, sec)

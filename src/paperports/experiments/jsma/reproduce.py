@@ -1,0 +1,331 @@
+"""``paperports reproduce jsma``: the paper's MNIST experiment on the digits stand-in.
+
+Every held-out image is attacked towards each of the 9 other classes with theta = +1 and
+Upsilon = 14.5%, in the pair and single-feature modes, differentiating probabilities and
+logits, and with ART's ``SaliencyMapMethod`` on the same model and images.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+import foolbox as fb
+import matplotlib.pyplot as plt
+import numpy as np
+import torch
+from matplotlib.figure import Figure
+
+from paperports.adapters.digits import accuracy, digits_classifier, load_digits_tensors
+from paperports.experiments.jsma.common import (
+    AttackRun,
+    all_other_targets,
+    run_art,
+    run_ours,
+)
+from paperports.integrations.foolbox import (
+    SaliencyMapAttack,
+    adversarial_distance_matrix,
+    hardness_matrix,
+)
+from paperports.integrations.foolbox.saliency import Outputs
+from paperports.registry import METHODS, RunContext
+from paperports.reporting import Report
+
+PAPER = {"success_rate": 0.9710, "mean_l0_fraction": 0.0402}
+UPSILON = 0.145
+CONFIGS: list[tuple[str, bool, Outputs]] = [  # (name, pairwise, outputs)
+    ("pairs, probabilities (default)", True, "probabilities"),
+    ("pairs, logits (the paper's rule)", True, "logits"),
+    ("single feature, probabilities", False, "probabilities"),
+    ("single feature, logits", False, "logits"),
+]
+
+
+def reproduce(ctx: RunContext) -> Path:
+    torch.manual_seed(ctx.seed)
+    report = Report(METHODS["jsma"], ctx.out)
+    n_images = 40 if ctx.quick else None  # per size; None = the whole held-out split
+
+    model = digits_classifier(28, seed=ctx.seed)
+    x_test, y_test = load_digits_tensors(28, "test")
+    acc = accuracy(model, x_test, y_test)
+    x, y = x_test[:n_images], y_test[:n_images]
+    xa, src, dst = all_other_targets(x, y)
+    ctx.log(f"jsma: {len(x)} images x 9 targets = {len(xa)} attacks on 28x28 digits")
+
+    runs: list[AttackRun] = []
+    for name, pairwise, outputs in CONFIGS:
+        attack = SaliencyMapAttack(pairwise=pairwise, outputs=outputs, max_perturbation=UPSILON)
+        runs.append(run_ours(name, model, xa, dst, attack, progress=ctx.progress))
+    ctx.log("jsma: ART SaliencyMapMethod on the same attacks ...")
+    art = run_art(model, xa, dst, gamma=UPSILON)
+
+    # raw 8x8 digits: Upsilon = 14.5% of 64 features allows only 4 pair steps
+    model8 = digits_classifier(8, seed=ctx.seed)
+    x8_test, y8_test = load_digits_tensors(8, "test")
+    acc8 = accuracy(model8, x8_test, y8_test)
+    x8a, _, dst8 = all_other_targets(x8_test[:n_images], y8_test[:n_images])
+    runs8 = [
+        run_ours(
+            f"8x8, {name}",
+            model8,
+            x8a,
+            dst8,
+            SaliencyMapAttack(pairwise=pairwise, outputs=outputs, max_perturbation=UPSILON),
+        )
+        for name, pairwise, outputs in CONFIGS[:2]
+    ]
+    art8 = run_art(model8, x8a, dst8, gamma=UPSILON)
+
+    fm = fb.PyTorchModel(model, bounds=(0.0, 1.0))
+    modes: tuple[Outputs, ...] = ("probabilities", "logits")
+    distance: dict[str, np.ndarray] = {
+        outputs: adversarial_distance_matrix(fm, x, y, outputs=outputs) for outputs in modes
+    }
+    default = runs[0]
+    hardness = hardness_matrix(
+        default.l0_fraction,
+        src,
+        dst,
+        num_classes=10,
+        max_perturbations=np.linspace(0.01, UPSILON, 8).tolist(),
+    )
+    success_matrix = _per_pair(default.success.astype(float), src.numpy(), dst.numpy())
+
+    _write(
+        report,
+        ctx,
+        acc,
+        acc8,
+        len(x),
+        runs,
+        art,
+        runs8,
+        art8,
+        distance,
+        hardness,
+        success_matrix,
+        default,
+        xa,
+        src,
+        dst,
+    )
+    return report.write()
+
+
+def _per_pair(values: np.ndarray, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
+    out = np.full((10, 10), np.nan)
+    for s in range(10):
+        for t in range(10):
+            rows = (src == s) & (dst == t)
+            if rows.any():
+                out[s, t] = values[rows].mean()
+    return out
+
+
+def _heatmap(matrix: np.ndarray, title: str, fmt: str = "{:.2f}") -> Figure:
+    fig, ax = plt.subplots(figsize=(5.2, 4.4))
+    im = ax.imshow(matrix, cmap="viridis")
+    ax.set_xlabel("target class t")
+    ax.set_ylabel("source class s")
+    ax.set_xticks(range(10))
+    ax.set_yticks(range(10))
+    for s in range(10):
+        for t in range(10):
+            if not np.isnan(matrix[s, t]):
+                ax.text(
+                    t,
+                    s,
+                    fmt.format(matrix[s, t]),
+                    ha="center",
+                    va="center",
+                    fontsize=5.5,
+                    color="white" if matrix[s, t] < np.nanmean(matrix) else "black",
+                )
+    ax.set_title(title, fontsize=10)
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    return fig
+
+
+def _grid(run: AttackRun, x: torch.Tensor, src: torch.Tensor, dst: torch.Tensor) -> Figure:
+    """Row s, column t: the first image of class s attacked towards t (diagonal: original)."""
+    fig, axes = plt.subplots(10, 10, figsize=(7.5, 7.5))
+    for s in range(10):
+        for t in range(10):
+            ax = axes[s, t]
+            ax.set_xticks([])
+            ax.set_yticks([])
+            if s == t:
+                idx = torch.nonzero(src == s).flatten()
+                img = x[idx[0]] if len(idx) else None
+            else:
+                idx = torch.nonzero((src == s) & (dst == t)).flatten()
+                img = run.adversarial[idx[0]] if len(idx) else None
+                if len(idx) and not run.success[int(idx[0])]:
+                    for spine in ax.spines.values():
+                        spine.set_color("red")
+            if img is not None:
+                ax.imshow(img[0].numpy(), cmap="gray", vmin=0, vmax=1)
+            if s == 0:
+                ax.set_title(str(t), fontsize=8)
+            if t == 0:
+                ax.set_ylabel(str(s), fontsize=8)
+    fig.suptitle("rows: source class; columns: target (diagonal: original; red: failed)")
+    return fig
+
+
+def _write(
+    report: Report,
+    ctx: RunContext,
+    acc: float,
+    acc8: float,
+    n_images: int,
+    runs: list[AttackRun],
+    art: AttackRun,
+    runs8: list[AttackRun],
+    art8: AttackRun,
+    distance: Mapping[str, np.ndarray],
+    hardness: np.ndarray,
+    success_matrix: np.ndarray,
+    default: AttackRun,
+    xa: torch.Tensor,
+    src: torch.Tensor,
+    dst: torch.Tensor,
+) -> None:
+    budget = "quick (40 images per size)" if ctx.quick else "full (all 360 held-out images)"
+    report.text(
+        "The paper attacked a LeNet on MNIST (784 features) towards every other class with "
+        "theta = +1 and a maximum distortion of Upsilon = 14.5%. The stand-in here is "
+        "scikit-learn's 8x8 digits upsampled to 28x28 (784 features, values in [0, 1]) and a "
+        f"small CNN trained on 80% of them. Budget: {budget}; seed {ctx.seed}."
+    )
+    report.section("Setup")
+    report.table(
+        ["", "ours", "paper"],
+        [
+            ["classifier test accuracy (28x28)", f"{acc:.2%}", "99.41% (LeNet, MNIST)"],
+            ["classifier test accuracy (raw 8x8)", f"{acc8:.2%}", "-"],
+            ["images attacked x targets", f"{n_images} x 9 = {len(default.success)}", "10,000 x 9"],
+            ["theta, Upsilon", "+1, 14.5% (56 pair steps)", "+1, 14.5%"],
+        ],
+    )
+    report.section("Success and distortion (28x28)")
+    rows = [
+        [
+            "paper (pairs, logits), MNIST",
+            f"{PAPER['success_rate']:.2%}",
+            f"{PAPER['mean_l0_fraction']:.2%}",
+            "-",
+        ]
+    ]
+    for r in [*runs, art]:
+        rows.append(
+            [r.name, f"{r.success_rate:.2%}", f"{r.mean_l0:.2%}", f"{r.images_per_second:.1f}"]
+        )
+    report.table(["attack", "success", "mean L0 (successful)", "images/s"], rows)
+    over = float((art.l0_fraction > np.floor(784 * UPSILON) / 784 + 1e-9).mean())
+    report.results["art_over_budget_fraction"] = over
+    report.text(
+        f"ART checks its budget after a step, so {over:.1%} of its results change more than "
+        f"floor(784 x 14.5%) = {int(np.floor(784 * UPSILON))} features (ours never do)."
+    )
+    report.text(
+        "Mean L0 is the fraction of the 784 features changed, averaged over the successful "
+        "samples, as the paper reports it. Images/s on this machine, one process "
+        f"({torch.get_num_threads()} threads); `paperports bench jsma` gives controlled ratios."
+    )
+
+    d_prob = float(np.nanmean(distance["probabilities"]))
+    d_logit = float(np.nanmean(distance["logits"]))
+    report.section("Why differentiating the probabilities works better here")
+    report.text(
+        "The paper's rule needs beta = sum over the other classes' derivatives < 0. On logits "
+        "that sum weighs all nine other classes equally, including classes that are far from "
+        "winning, so features that would raise the target but also raise some irrelevant "
+        "class are excluded, and the score rewards pushing down classes that do not matter. "
+        "On softmax probabilities the other classes' derivatives sum to exactly minus the "
+        "target's, so the rule becomes 'raise the target's probability most', and "
+        "d p_t = p_t (d z_t - sum_j p_j d z_j) weighs each competitor by how likely it "
+        "currently is. The paper's adversarial distance A(X, t) (the fraction of features "
+        "with zero saliency) measures the first effect directly: averaged over all "
+        f"source/target pairs it is {d_logit:.3f} with logits and {d_prob:.3f} with "
+        "probabilities, i.e. the logit rule leaves "
+        f"{1 - d_logit:.1%} of the features usable against {1 - d_prob:.1%}. "
+        'The default is therefore `outputs="probabilities"`; `outputs="logits"` gives '
+        "the paper's rule exactly."
+    )
+    report.section("Raw 8x8 digits (64 features: 14.5% allows 4 pair steps)")
+    report.table(
+        ["attack", "success", "mean L0 (successful)"],
+        [[r.name, f"{r.success_rate:.2%}", f"{r.mean_l0:.2%}"] for r in [*runs8, art8]],
+    )
+    budgets = np.linspace(0.0, UPSILON, 30)
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for r in [*runs, art]:
+        ax.plot(budgets * 100, r.success_within(budgets) * 100, label=r.name)
+    ax.scatter(
+        [4.02],
+        [97.10],
+        marker="*",
+        s=120,
+        color="black",
+        zorder=5,
+        label="paper (MNIST): 97.10% at 4.02% mean",
+    )
+    ax.set_xlabel("maximum distortion Upsilon (% of features)")
+    ax.set_ylabel("success rate (%)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    report.figure(
+        fig,
+        "success_vs_budget",
+        "Success rate against the distortion budget "
+        "(from each run at 14.5%; the greedy attack is the same up to any budget).",
+    )
+    report.section("Hardness and adversarial distance")
+    report.figure(
+        _heatmap(success_matrix, "success rate, pairs/probabilities"),
+        "success",
+        "Success rate per source/target pair (default attack).",
+    )
+    report.figure(
+        _heatmap(hardness, "hardness H(s, t)", "{:.3f}"),
+        "hardness",
+        "Hardness: normalised area under the mean-distortion curve over "
+        "Upsilon in [1%, 14.5%] (higher is harder), from the default attack.",
+    )
+    report.figure(
+        _heatmap(distance["probabilities"], "adversarial distance A(X, t)"),
+        "adversarial_distance",
+        "Mean adversarial distance per source/target "
+        "pair on the clean images (probabilities; higher is harder).",
+    )
+    report.figure(
+        _grid(default, xa, src, dst),
+        "grid",
+        "Original and adversarial images for every source/target pair.",
+    )
+    report.section("Reading these numbers")
+    best = runs[0]
+    report.text(
+        f"The default pair attack reaches {best.success_rate:.1%} success at "
+        f"{best.mean_l0:.2%} mean distortion against the paper's 97.10% at 4.02% on MNIST. "
+        f"The paper's exact rule (logits) reaches {runs[1].success_rate:.1%} at "
+        f"{runs[1].mean_l0:.2%} here: on this model it does not reproduce the paper's "
+        "figure, for the reason above. ART's simplified rule reaches "
+        f"{art.success_rate:.1%} at {art.mean_l0:.2%}. The digits are a smaller, blurrier "
+        "stand-in for MNIST (upsampled from 8x8), and our CNN is not the paper's LeNet, so "
+        "the figures are comparable in kind, not in decimals."
+    )
+    report.results |= {
+        "paper": PAPER,
+        "classifier_accuracy_28": acc,
+        "classifier_accuracy_8": acc8,
+        "images": n_images,
+        "runs_28": {r.name: r.summary() for r in [*runs, art]},
+        "runs_8": {r.name: r.summary() for r in [*runs8, art8]},
+        "mean_adversarial_distance": {"probabilities": d_prob, "logits": d_logit},
+        "hardness": hardness.tolist(),
+        "success_matrix": success_matrix.tolist(),
+    }

@@ -1,0 +1,33 @@
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from paperports.experiments.jsma.common import AttackRun, all_other_targets
+
+
+def test_every_image_is_paired_with_each_other_class() -> None:
+    x = torch.arange(3.0).reshape(3, 1)
+    y = torch.tensor([0, 1, 1])
+    xs, src, dst = all_other_targets(x, y, num_classes=3)
+    pairs = sorted(zip(xs.flatten().tolist(), src.tolist(), dst.tolist(), strict=True))
+    assert pairs == [
+        (0.0, 0, 1),
+        (0.0, 0, 2),
+        (1.0, 1, 0),
+        (1.0, 1, 2),
+        (2.0, 1, 0),
+        (2.0, 1, 2),
+    ]
+
+
+def test_success_within_a_budget_counts_only_cheap_enough_successes() -> None:
+    run = AttackRun(
+        "r",
+        torch.zeros(4),
+        np.array([True, True, False, True]),
+        np.array([0.01, 0.05, 0.145, 0.10]),
+        1.0,
+    )
+    assert run.success_within(np.array([0.0, 0.01, 0.05, 0.145])).tolist() == [0, 0.25, 0.5, 0.75]
+    assert run.mean_l0 == np.mean([0.01, 0.05, 0.10])

@@ -12,6 +12,7 @@ STAMP := $(VENV)/.paperports-installed
 export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export MPLBACKEND := Agg
+export NO_MKDOCS_2_WARNING := 1
 
 .PHONY: demo test setup pytest lint typecheck docs reproduce bench clean
 

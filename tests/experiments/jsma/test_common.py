@@ -31,3 +31,14 @@ def test_success_within_a_budget_counts_only_cheap_enough_successes() -> None:
     )
     assert run.success_within(np.array([0.0, 0.01, 0.05, 0.145])).tolist() == [0, 0.25, 0.5, 0.75]
     assert run.mean_l0 == np.mean([0.01, 0.05, 0.10])
+
+
+def test_a_run_at_exactly_the_budget_counts_as_within_it() -> None:
+    from paperports.experiments.jsma.common import _outcome
+
+    x = torch.zeros(1, 784)
+    adv = x.clone()
+    adv[0, :113] = 1.0  # floor(784 * 14.5%) features: the whole budget, not more
+    model = torch.nn.Linear(784, 2)
+    run = _outcome("r", model, x, adv, model(adv).argmax(1), 1.0)
+    assert run.success_within(np.array([np.floor(784 * 0.145) / 784]))[0] == 1.0

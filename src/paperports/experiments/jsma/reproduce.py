@@ -204,26 +204,38 @@ def _write(
     report.table(
         ["", "ours", "paper"],
         [
-            ["classifier test accuracy (28x28)", f"{acc:.2%}", "99.41% (LeNet, MNIST)"],
+            ["classifier test accuracy (28x28)", f"{acc:.2%}", "a LeNet on MNIST"],
             ["classifier test accuracy (raw 8x8)", f"{acc8:.2%}", "-"],
-            ["images attacked x targets", f"{n_images} x 9 = {len(default.success)}", "10,000 x 9"],
+            ["images attacked x targets", f"{n_images} x 9 = {len(default.success)}", "MNIST x 9"],
             ["theta, Upsilon", "+1, 14.5% (56 pair steps)", "+1, 14.5%"],
         ],
     )
     report.section("Success and distortion (28x28)")
+    budget28 = np.floor(784 * UPSILON) / 784
     rows = [
         [
             "paper (pairs, logits), MNIST",
             f"{PAPER['success_rate']:.2%}",
+            "-",
             f"{PAPER['mean_l0_fraction']:.2%}",
             "-",
         ]
     ]
     for r in [*runs, art]:
+        within = float(r.success_within(np.array([budget28]))[0])
         rows.append(
-            [r.name, f"{r.success_rate:.2%}", f"{r.mean_l0:.2%}", f"{r.images_per_second:.1f}"]
+            [
+                r.name,
+                f"{r.success_rate:.2%}",
+                f"{within:.2%}",
+                f"{r.mean_l0:.2%}",
+                f"{r.images_per_second:.1f}",
+            ]
         )
-    report.table(["attack", "success", "mean L0 (successful)", "images/s"], rows)
+    report.table(
+        ["attack", "success", "success within budget", "mean L0 (successful)", "images/s"],
+        rows,
+    )
     over = float((art.l0_fraction > np.floor(784 * UPSILON) / 784 + 1e-9).mean())
     report.results["art_over_budget_fraction"] = over
     report.text(
@@ -256,9 +268,23 @@ def _write(
         "the paper's rule exactly."
     )
     report.section("Raw 8x8 digits (64 features: 14.5% allows 4 pair steps)")
+    budget8 = np.floor(64 * UPSILON) / 64
     report.table(
-        ["attack", "success", "mean L0 (successful)"],
-        [[r.name, f"{r.success_rate:.2%}", f"{r.mean_l0:.2%}"] for r in [*runs8, art8]],
+        ["attack", "success", "success within budget", "mean L0 (successful)"],
+        [
+            [
+                r.name,
+                f"{r.success_rate:.2%}",
+                f"{float(r.success_within(np.array([budget8]))[0]):.2%}",
+                f"{r.mean_l0:.2%}",
+            ]
+            for r in [*runs8, art8]
+        ],
+    )
+    report.text(
+        f"The budget is floor(64 x 14.5%) = {int(np.floor(64 * UPSILON))} features; ART's "
+        "check after the step lets it change one pair more, which is where its extra "
+        "success on 8x8 comes from (compare the within-budget column)."
     )
     budgets = np.linspace(0.0, UPSILON, 30)
     fig, ax = plt.subplots(figsize=(5.5, 3.6))

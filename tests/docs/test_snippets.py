@@ -1,0 +1,31 @@
+"""The usage snippets of the docs and the examples run as written."""
+
+from __future__ import annotations
+
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = sorted((ROOT / "docs" / "integrations").glob("*.md"))
+
+
+def _python_blocks(page: Path) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", page.read_text(), flags=re.S)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_doc_page_snippets_run(page: Path) -> None:
+    blocks = _python_blocks(page)
+    assert blocks, f"{page.name} has no python snippet"
+    namespace: dict[str, object] = {}
+    for block in blocks:  # later blocks may use names from earlier ones, as a reader would
+        exec(compile(block, str(page), "exec"), namespace)
+
+
+def test_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["foolbox_jsma.py", "--images", "8"])
+    runpy.run_path(str(ROOT / "examples" / "foolbox_jsma.py"), run_name="__main__")

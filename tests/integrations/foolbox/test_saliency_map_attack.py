@@ -129,7 +129,7 @@ def test_no_strict_pair_falls_back_to_the_largest_alpha() -> None:
     x = torch.full((2, 3, 4, 4), 0.5)
     x[:, 0] = 0.6  # class 0 predicted; class 1 needs a few features raised
     adv, _, succ = SaliencyMapAttack(max_perturbation=0.5)(
-        fmodel(MeanModel()), x, Targeted(torch.tensor([1, 1])), epsilons=None
+        fmodel(MeanModel().eval()), x, Targeted(torch.tensor([1, 1])), epsilons=None
     )
     assert succ.all()
     changed = adv != x
@@ -141,7 +141,7 @@ def test_large_inputs_need_no_pair_matrix() -> None:
     x = torch.full((1, 3, 224, 224), 0.5)
     x[:, 0] = 0.5001
     attack = SaliencyMapAttack(steps=3)
-    adv, _, _ = attack(fmodel(MeanModel()), x, Targeted(torch.tensor([2])), epsilons=None)
+    adv, _, _ = attack(fmodel(MeanModel().eval()), x, Targeted(torch.tensor([2])), epsilons=None)
     assert _l0(x, adv).item() == 6
 
 

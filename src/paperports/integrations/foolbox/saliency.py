@@ -278,8 +278,8 @@ def best_pairs(
         while len(rows):
             bounds, cand = bound[rows].topk(min(n, m + 1))
             s, k = _best_among(u[rows], v[rows], can_pair[rows], cand[:, :m], chunk_size)
-            score = ep.index_update(score, rows, s)
-            key = ep.index_update(key, rows, k)
+            score = set_rows(score, rows, s)
+            key = set_rows(key, rows, k)
             if m >= n:
                 break
             nxt = bounds[:, m]
@@ -292,6 +292,20 @@ def best_pairs(
     key = ep.where(found, key, zero_key)
     p = key // n
     return p, key - p * n, found
+
+
+def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
+    """``full`` with ``full[rows] = values``, in operations every eagerpy backend has.
+
+    (``ep.index_update`` calls ``jax.ops.index_update``, which current JAX no longer has.)
+    """
+    hits = ep.arange(rows, len(full))[:, None] == rows[None, :]  # (N, R)
+    has = hits.any(axis=-1)
+    if len(rows) == 0:
+        return full
+    source = hits.astype(int).argmax(axis=-1)  # the entry of `rows` that names each row
+    mask = has.reshape((-1,) + (1,) * (full.ndim - 1))
+    return ep.where(mask, values[source], full)
 
 
 def _best_among(

@@ -20,6 +20,7 @@ from paperports.integrations.foolbox.saliency import (
     best_pairs,
     class_scores,
     outputs_and_gradients,
+    set_rows,
 )
 
 __all__ = ["JSMA", "SaliencyMapAttack"]
@@ -186,23 +187,23 @@ class SaliencyMapAttack(MinimizationAttack):
             # search only the rows that will step: a finished row's search is wasted work
             sel = ep.arange(x, len(idx))[go]
             rows = idx[sel]
-            active = ep.index_update(active, idx, go)
+            active = set_rows(active, idx, go)
             if len(rows) == 0:
                 break
             picks, moved = self._pick(
                 sign * a[sel].flatten(start=1), sign * b[sel].flatten(start=1), domain[rows]
             )
             # inputs that succeeded, ran out of budget or found no feature to move stop here
-            active = ep.index_update(active, rows, moved)
+            active = set_rows(active, rows, moved)
             xr = xa[sel]
             step = ep.where(moved[:, None], picks, ep.zeros_like(picks)).astype(x.dtype)
             xr_new = ep.clip(xr + delta * step, min_, max_)
-            x = ep.index_update(x, rows, xr_new)
+            x = set_rows(x, rows, xr_new)
             reached = xr_new >= max_ if sign > 0 else xr_new <= min_
             not_reached = ep.logical_not(reached)
-            domain = ep.index_update(domain, rows, ep.logical_and(domain[rows], not_reached))
+            domain = set_rows(domain, rows, ep.logical_and(domain[rows], not_reached))
             newly = ep.logical_or(changed[rows], xr_new != x0f[rows])
-            changed = ep.index_update(changed, rows, newly)
+            changed = set_rows(changed, rows, newly)
         return restore_type(x.reshape(shape))
 
     def _pick(self, a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:

@@ -1,3 +1,11 @@
-"""Plain ``torch.nn`` modules; they need nothing beyond torch."""
+"""Plain ``torch.nn`` modules; they need nothing beyond torch.
 
-__all__: list[str] = []
+* :class:`BNLSTM` and :class:`BNLSTMCell`: Cooijmans et al. (2016), "Recurrent Batch
+  Normalization", as a drop-in for ``torch.nn.LSTM``.
+* :class:`RecurrentBatchNorm`: batch normalisation with statistics per time step.
+"""
+
+from paperports.integrations.torch.bn_lstm import BNLSTM, BNLSTMCell
+from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
+
+__all__ = ["BNLSTM", "BNLSTMCell", "RecurrentBatchNorm"]

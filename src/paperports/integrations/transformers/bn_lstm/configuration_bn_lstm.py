@@ -1,0 +1,92 @@
+"""Configuration of the BN-LSTM model family (Cooijmans et al. 2016) for transformers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from transformers import PreTrainedConfig
+
+__all__ = ["BnLstmConfig"]
+
+
+class BnLstmConfig(PreTrainedConfig):
+    r"""Configuration of :class:`BnLstmModel` and its heads.
+
+    Args:
+        vocab_size (`int`, *optional*, defaults to 256):
+            Tokens of the embedding and the language-model head (256: bytes/characters).
+        input_size (`int`, *optional*):
+            Features per time step entering the BN-LSTM: the embedding size for
+            `input_ids`, or the features of `inputs_embeds` (for example 1 for pixel
+            sequences). Defaults to `hidden_size`.
+        hidden_size (`int`, *optional*, defaults to 256):
+            Size of the hidden and cell states.
+        num_hidden_layers (`int`, *optional*, defaults to 1):
+            Stacked BN-LSTM layers.
+        dropout (`float`, *optional*, defaults to 0.0):
+            Dropout between layers (as `nn.LSTM`'s `dropout`).
+        t_max (`int`, *optional*, defaults to 1000):
+            Time steps that keep their own batch statistics; later steps reuse the last.
+            (Named `t_max`, not `max_length`, which transformers reserves for generation.)
+        gamma_init (`float`, *optional*, defaults to 0.1):
+            Initial batch-norm scale; the paper's 0.1, since 1.0 hampers gradient flow.
+        forget_bias (`float`, *optional*, defaults to 1.0):
+            Initial forget-gate bias.
+        bn_momentum (`float`, *optional*, defaults to 0.1):
+            Update rate of the running statistics.
+        bn_eps (`float`, *optional*, defaults to 1e-5):
+            Added to the batch variances.
+        classifier_dropout (`float`, *optional*, defaults to 0.0):
+            Dropout before the sequence-classification head.
+        initializer_range (`float`, *optional*, defaults to 0.02):
+            Standard deviation of the embedding and head initialisation.
+
+    Example:
+
+    ```python
+    >>> from paperports.integrations.transformers import BnLstmConfig, BnLstmForCausalLM
+    >>> model = BnLstmForCausalLM(BnLstmConfig(vocab_size=128, hidden_size=64))
+    ```
+    """
+
+    model_type = "bn_lstm"
+
+    def __init__(
+        self,
+        vocab_size: int = 256,
+        input_size: int | None = None,
+        hidden_size: int = 256,
+        num_hidden_layers: int = 1,
+        dropout: float = 0.0,
+        t_max: int = 1000,
+        gamma_init: float = 0.1,
+        forget_bias: float = 1.0,
+        bn_momentum: float = 0.1,
+        bn_eps: float = 1e-5,
+        classifier_dropout: float = 0.0,
+        initializer_range: float = 0.02,
+        **kwargs: Any,
+    ) -> None:
+        for name, value in [
+            ("vocab_size", vocab_size),
+            ("hidden_size", hidden_size),
+            ("num_hidden_layers", num_hidden_layers),
+            ("t_max", t_max),
+        ]:
+            if value < 1:
+                raise ValueError(f"{name} must be >= 1, got {value}")
+        if input_size is not None and input_size < 1:
+            raise ValueError(f"input_size must be >= 1 or None, got {input_size}")
+        self.vocab_size = vocab_size
+        self.input_size = input_size if input_size is not None else hidden_size
+        self.hidden_size = hidden_size
+        self.num_hidden_layers = num_hidden_layers
+        self.dropout = dropout
+        self.t_max = t_max
+        self.gamma_init = gamma_init
+        self.forget_bias = forget_bias
+        self.bn_momentum = bn_momentum
+        self.bn_eps = bn_eps
+        self.classifier_dropout = classifier_dropout
+        self.initializer_range = initializer_range
+        super().__init__(**kwargs)

@@ -1,0 +1,211 @@
+"""The BN-LSTM model family for transformers: a base model and its heads.
+
+Embeddings -> BNLSTM (Cooijmans et al. 2016, :class:`paperports.integrations.torch.BNLSTM`)
+-> heads. A recurrent model: its batch-norm running statistics are buffers, saved and loaded
+with the weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import GenerationMixin, PreTrainedModel
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPooling,
+    CausalLMOutput,
+    SequenceClassifierOutput,
+)
+
+from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
+from paperports.integrations.transformers.bn_lstm.configuration_bn_lstm import BnLstmConfig
+
+__all__ = [
+    "BnLstmForCausalLM",
+    "BnLstmForSequenceClassification",
+    "BnLstmModel",
+    "BnLstmPreTrainedModel",
+]
+
+
+class BnLstmPreTrainedModel(PreTrainedModel):
+    """Weight initialisation and loading for the BN-LSTM family.
+
+    ``_init_weights`` keeps the paper's initialisation: batch-norm scales at
+    ``config.gamma_init`` (transformers' default would set norm weights to 1), orthogonal
+    recurrent weights, the forget-gate bias.
+    """
+
+    config_class = BnLstmConfig
+    base_model_prefix = "bn_lstm"
+    main_input_name = "input_ids"
+
+    def _init_weights(self, module: nn.Module) -> None:
+        if isinstance(module, (BNLSTMCell, RecurrentBatchNorm)):
+            module.reset_parameters()  # gamma = gamma_init, statistics reset
+        elif isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, std=self.config.initializer_range)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, std=self.config.initializer_range)
+
+
+def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> torch.Tensor | None:
+    """Sequence lengths from a right-padded ``attention_mask`` ``(B, T)``."""
+    if attention_mask is None:
+        return None
+    if attention_mask.shape != (batch, steps):
+        raise ValueError(
+            f"attention_mask must have shape ({batch}, {steps}), got {tuple(attention_mask.shape)}"
+        )
+    mask = attention_mask.bool()
+    lengths = mask.sum(dim=1)
+    prefix = torch.arange(steps, device=mask.device)[None, :] < lengths[:, None]
+    if not torch.equal(mask, prefix) or int(lengths.min()) < 1:
+        raise ValueError(
+            "BN-LSTM needs right padding: each attention_mask row must be ones then zeros, "
+            "with at least one token"
+        )
+    return lengths
+
+
+class BnLstmModel(BnLstmPreTrainedModel):
+    """Embeddings and the BN-LSTM stack; returns every step's hidden state and, as
+    ``pooler_output``, each sequence's state at its last (unpadded) step."""
+
+    def __init__(self, config: BnLstmConfig) -> None:
+        super().__init__(config)
+        self.embeddings = nn.Embedding(config.vocab_size, config.input_size)
+        self.encoder = BNLSTM(
+            config.input_size,
+            config.hidden_size,
+            num_layers=config.num_hidden_layers,
+            batch_first=True,
+            dropout=config.dropout,
+            t_max=config.t_max,
+            gamma_init=config.gamma_init,
+            forget_bias=config.forget_bias,
+            momentum=config.bn_momentum,
+            eps=config.bn_eps,
+        )
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embeddings
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.embeddings = value  # type: ignore[assignment]
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPooling:
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        if input_ids is not None:
+            if input_ids.dim() != 2:
+                raise ValueError(f"input_ids must be (batch, time), got {tuple(input_ids.shape)}")
+            if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size:
+                raise ValueError(
+                    f"input_ids must lie in [0, {self.config.vocab_size}) (vocab_size); got "
+                    f"values in [{int(input_ids.min())}, {int(input_ids.max())}]"
+                )
+            inputs_embeds = self.embeddings(input_ids)
+        assert inputs_embeds is not None
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.input_size:
+            raise ValueError(
+                f"inputs_embeds must be (batch, time, {self.config.input_size}) "
+                f"(config.input_size), got {tuple(inputs_embeds.shape)}"
+            )
+        batch, steps = inputs_embeds.shape[:2]
+        lengths = _lengths(attention_mask, batch, steps)
+        output, _ = self.encoder(inputs_embeds, lengths=lengths)
+        assert isinstance(output, torch.Tensor)
+        if lengths is None:
+            last = output[:, -1]
+        else:
+            last = output[torch.arange(batch, device=output.device), lengths - 1]
+        return BaseModelOutputWithPooling(last_hidden_state=output, pooler_output=last)
+
+
+class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
+    """A linear classifier on the last step's hidden state; cross-entropy loss (MSE when
+    ``num_labels == 1``) when ``labels`` are given, so ``Trainer`` trains it as is."""
+
+    def __init__(self, config: BnLstmConfig) -> None:
+        super().__init__(config)
+        if not config.num_labels or config.num_labels < 1:
+            raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
+        self.num_labels: int = config.num_labels
+        self.bn_lstm = BnLstmModel(config)
+        self.dropout = nn.Dropout(config.classifier_dropout)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput:
+        out = self.bn_lstm(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds)
+        logits = self.classifier(self.dropout(out.pooler_output))
+        loss = None
+        if labels is not None:
+            if self.num_labels == 1:
+                loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
+            else:
+                loss = F.cross_entropy(logits, labels)
+        return SequenceClassifierOutput(loss=loss, logits=logits)
+
+
+class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
+    """A language model: next-token logits at every step; shifted cross-entropy when
+    ``labels`` are given (``-100`` ignored).
+
+    ``generate`` works (greedy, sampling, beams) by re-running the prefix at each step: the
+    batch-norm statistics are per time step, so each new token must be processed at its own
+    position; there is no key/value cache to reuse.
+    """
+
+    def __init__(self, config: BnLstmConfig) -> None:
+        super().__init__(config)
+        self.bn_lstm = BnLstmModel(config)
+        self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        labels: torch.LongTensor | None = None,
+        **kwargs: Any,
+    ) -> CausalLMOutput:
+        out = self.bn_lstm(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds)
+        logits = self.lm_head(out.last_hidden_state)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(
+                logits[:, :-1].reshape(-1, logits.shape[-1]),
+                labels[:, 1:].reshape(-1),
+                ignore_index=-100,
+            )
+        return CausalLMOutput(loss=loss, logits=logits)
+
+    def prepare_inputs_for_generation(
+        self,
+        input_ids: torch.LongTensor,
+        attention_mask: torch.Tensor | None = None,
+        **kwargs: Any,
+    ) -> dict[str, Any]:
+        # the whole prefix, every step: a recurrent model with per-step statistics
+        return {"input_ids": input_ids, "attention_mask": attention_mask}

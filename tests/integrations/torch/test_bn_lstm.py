@@ -153,3 +153,37 @@ def test_learns_sequential_digits_far_above_chance() -> None:
         _, (h, _) = lstm(xt[:, 0].transpose(0, 1))
         acc = (head(h[-1]).argmax(1) == yt).float().mean()
     assert acc > 0.7  # chance is 0.1
+
+
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("masked", [False, True])
+def test_fast_sequence_equals_the_step_by_step_cell(training: bool, masked: bool) -> None:
+    torch.manual_seed(0)
+    fast = BNLSTMCell(3, 5, t_max=4)
+    fast(torch.randn(8, 3))  # some statistics at step 0
+    fast.bn_hh.running_mean[1:3].normal_()
+    fast.bn_c.running_var[1:3].uniform_(0.5, 2.0)
+    fast.bn_hh.steps_tracked.fill_(3)
+    fast.bn_c.steps_tracked.fill_(3)
+    slow = BNLSTMCell(3, 5, t_max=4)
+    slow.load_state_dict(fast.state_dict())
+    fast.train(training)
+    slow.train(training)
+    x = torch.randn(6, 7, 3)  # 6 steps: past t_max = 4 as well
+    mask = (
+        (torch.arange(6)[:, None] < torch.tensor([6, 2, 5, 6, 1, 3, 6])[None, :])
+        if masked
+        else None
+    )
+    h0, c0 = torch.randn(7, 5), torch.randn(7, 5)
+    out, h, c = fast.sequence(x, h0, c0, mask)
+    hs, cs = h0, c0
+    for t in range(6):
+        m = None if mask is None else mask[t]
+        hs, cs = slow(x[t], (hs, cs), t=t, mask=m)
+        expected = hs if m is None else hs * m[:, None]
+        torch.testing.assert_close(out[t], expected)
+    torch.testing.assert_close(h, hs)
+    torch.testing.assert_close(c, cs)
+    for (name, a), b in zip(fast.state_dict().items(), slow.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)

@@ -86,18 +86,44 @@ class RecurrentBatchNorm(nn.Module):
                 f"expected input of shape (T, B, {self.num_features}), got {tuple(x.shape)}"
             )
         if self.training:
-            x_hat = self._normalise_with_batch_stats(x, start, mask)
+            x_hat, mean, var, count = self._batch_normalise(x, mask)
+            if self.momentum > 0:
+                self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
             out = x_hat * self.weight
-        else:
-            # the last step with statistics of its own: min(t_max, longest step trained) - 1
-            last = max(1, min(self.t_max, int(self.steps_tracked))) - 1
-            steps = torch.arange(start, start + x.shape[0], device=x.device).clamp_(max=last)
-            # fixed affine map per step: (x - mean) * gamma / std
-            scale = self.weight * torch.rsqrt(self.running_var[steps] + self.eps)  # (T, F)
-            out = (x - self.running_mean[steps][:, None]) * scale[:, None]
-        return out + self.bias if self.bias is not None else out
+            return out + self.bias if self.bias is not None else out
+        scale, shift = self.affine(start, x.shape[0])
+        return x * scale[:, None] + shift[:, None]
 
-    def _normalise_with_batch_stats(self, x: Tensor, start: int, mask: Tensor | None) -> Tensor:
+    def affine(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
+        """Evaluation's per-step maps: ``BN(x)`` at step ``start + t`` is
+        ``x * scale[t] + shift[t]``; both ``(steps, F)``."""
+        # the last step with statistics of its own: min(t_max, longest step trained) - 1
+        last = max(1, min(self.t_max, int(self.steps_tracked))) - 1
+        idx = torch.arange(start, start + steps, device=self.weight.device).clamp_(max=last)
+        scale = self.weight * torch.rsqrt(self.running_var[idx] + self.eps)
+        shift = -self.running_mean[idx] * scale
+        if self.bias is not None:
+            shift = shift + self.bias
+        return scale, shift
+
+    def normalise_step(
+        self, x: Tensor, mask: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """Training's normalisation of one step ``(B, F)`` with its batch statistics, without
+        touching the running ones; returns ``(BN(x), mean, var, count)`` for
+        :meth:`update_statistics` (a sequence updates them once, for all its steps)."""
+        x_hat, mean, var, count = self._batch_normalise(
+            x[None], None if mask is None else mask[None]
+        )
+        out = x_hat[0] * self.weight
+        if self.bias is not None:
+            out = out + self.bias
+        return out, mean[0, 0], var[0, 0], count[0]
+
+    def _batch_normalise(
+        self, x: Tensor, mask: Tensor | None
+    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """``(x_hat, mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` over the batch."""
         if mask is None:
             count = torch.full((x.shape[0], 1), float(x.shape[1]), device=x.device, dtype=x.dtype)
             mean = x.mean(dim=1, keepdim=True)
@@ -108,13 +134,15 @@ class RecurrentBatchNorm(nn.Module):
             denom = count.clamp(min=1.0).unsqueeze(1)
             mean = (x * w).sum(dim=1, keepdim=True) / denom
             var = ((x - mean).pow(2) * w).sum(dim=1, keepdim=True) / denom
-        if self.momentum > 0:
-            self._update_running_stats(start, mean.squeeze(1), var.squeeze(1), count)
-        return (x - mean) * torch.rsqrt(var + self.eps)
+        return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
 
     @torch.no_grad()
-    def _update_running_stats(self, start: int, mean: Tensor, var: Tensor, count: Tensor) -> None:
-        """Steps ``< t_max`` with at least two running sequences update their own statistics."""
+    def update_statistics(self, start: int, mean: Tensor, var: Tensor, count: Tensor) -> None:
+        """Update the running statistics of steps ``start ..`` from batch statistics
+        ``mean, var`` ``(T, F)`` (biased) over ``count`` ``(T, 1)`` sequences. Only steps
+        ``< t_max`` with at least two running sequences update their own statistics."""
+        if self.momentum <= 0:
+            return
         n_keep = max(0, min(mean.shape[0], self.t_max - start))
         if n_keep == 0:
             return

@@ -324,7 +324,7 @@ class BNLSTM(nn.Module):
                 layer_in = F.dropout(layer_in, self.dropout, training=True)
         h_stack, c_stack = torch.stack(h_n), torch.stack(c_n)
 
-        if isinstance(input, PackedSequence) and packed:
+        if packed:
             assert lengths is not None
             output: Tensor | PackedSequence = pack_padded_sequence(
                 layer_in, lengths.cpu(), enforce_sorted=False

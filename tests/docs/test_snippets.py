@@ -26,6 +26,10 @@ def test_doc_page_snippets_run(page: Path) -> None:
         exec(compile(block, str(page), "exec"), namespace)
 
 
-def test_examples_run(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(sys, "argv", ["foolbox_jsma.py", "--images", "8"])
-    runpy.run_path(str(ROOT / "examples" / "foolbox_jsma.py"), run_name="__main__")
+@pytest.mark.parametrize(
+    ("script", "args"),
+    [("foolbox_jsma.py", ["--images", "8"]), ("torch_bnlstm.py", ["--epochs", "1"])],
+)
+def test_examples_run(monkeypatch: pytest.MonkeyPatch, script: str, args: list[str]) -> None:
+    monkeypatch.setattr(sys, "argv", [script, *args])
+    runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")

@@ -82,3 +82,13 @@ def test_bad_arguments() -> None:
         RecurrentBatchNorm(3, t_max=0)
     with pytest.raises(ValueError, match=r"\(T, B, 3\)"):
         RecurrentBatchNorm(3, t_max=2)(torch.zeros(2, 4))
+
+
+def test_momentum_none_keeps_a_cumulative_average() -> None:
+    bn = RecurrentBatchNorm(3, t_max=4, momentum=None)
+    a, b = torch.randn(2, 16, 3), torch.randn(2, 16, 3) + 5
+    bn(a)
+    bn(b)
+    torch.testing.assert_close(bn.running_mean[:2], (a.mean(1) + b.mean(1)) / 2)
+    torch.testing.assert_close(bn.running_var[:2], (a.var(1) + b.var(1)) / 2)
+    assert bn.batches_tracked[:2].tolist() == [2, 2] and bn.batches_tracked[2:].sum() == 0

@@ -35,7 +35,7 @@ class BNLSTMCell(nn.Module):
         t_max: Time steps with statistics of their own.
         gamma_init: The initial :math:`\gamma` of all three batch norms (the paper: 0.1).
         forget_bias: The initial forget-gate bias (1.0, a common LSTM choice).
-        momentum: The running statistics' update rate.
+        momentum: The running statistics' update rate (``None``: a cumulative average).
         eps: Added to the variances.
 
     Shapes:
@@ -53,7 +53,7 @@ class BNLSTMCell(nn.Module):
         t_max: int = 1000,
         gamma_init: float = 0.1,
         forget_bias: float = 1.0,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
@@ -206,7 +206,7 @@ class BNLSTM(nn.Module):
         t_max: Time steps with statistics of their own; later steps reuse the last ones.
         gamma_init: The initial :math:`\gamma` (the paper: 0.1).
         forget_bias: The initial forget-gate bias.
-        momentum: The running statistics' update rate.
+        momentum: The running statistics' update rate (``None``: a cumulative average).
         eps: Added to the variances.
 
     Shapes:
@@ -238,7 +238,7 @@ class BNLSTM(nn.Module):
         t_max: int = 1000,
         gamma_init: float = 0.1,
         forget_bias: float = 1.0,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         eps: float = 1e-5,
     ) -> None:
         super().__init__()

@@ -31,7 +31,9 @@ class RecurrentBatchNorm(nn.Module):
         t_max: The number of time steps that keep their own statistics (>= 1).
         gamma_init: The initial :math:`\gamma` (the paper: 0.1; 1.0 hampers gradient flow).
         bias: Learn :math:`\beta` (initialised to 0); without it :math:`\beta = 0`.
-        momentum: The running statistics' update rate.
+        momentum: The running statistics' update rate; ``None`` keeps a cumulative average
+            over all batches instead (as ``nn.BatchNorm1d`` does), which
+            :func:`update_bn` uses to recompute exact population statistics.
         eps: Added to the variance.
 
     Shapes:
@@ -47,7 +49,7 @@ class RecurrentBatchNorm(nn.Module):
         *,
         gamma_init: float = 0.1,
         bias: bool = True,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
@@ -65,20 +67,27 @@ class RecurrentBatchNorm(nn.Module):
         self.register_buffer("running_mean", torch.zeros(t_max, num_features))
         self.register_buffer("running_var", torch.ones(t_max, num_features))
         self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long))
+        self.register_buffer("batches_tracked", torch.zeros(t_max, dtype=torch.long))
         self.reset_parameters()
 
     running_mean: Tensor
     running_var: Tensor
     steps_tracked: Tensor
+    batches_tracked: Tensor
 
     def reset_parameters(self) -> None:
         """:math:`\\gamma` = ``gamma_init``, :math:`\\beta` = 0, statistics reset."""
         nn.init.constant_(self.weight, self.gamma_init)
         if self.bias is not None:
             nn.init.zeros_(self.bias)
+        self.reset_running_stats()
+
+    def reset_running_stats(self) -> None:
+        """Forget the running statistics (``gamma`` and ``beta`` stay)."""
         self.running_mean.zero_()
         self.running_var.fill_(1.0)
         self.steps_tracked.zero_()
+        self.batches_tracked.zero_()
 
     def forward(self, x: Tensor, start: int = 0, mask: Tensor | None = None) -> Tensor:
         if x.dim() != 3 or x.shape[-1] != self.num_features:
@@ -87,7 +96,7 @@ class RecurrentBatchNorm(nn.Module):
             )
         if self.training:
             x_hat, mean, var, count = self._batch_normalise(x, mask)
-            if self.momentum > 0:
+            if self.momentum is None or self.momentum > 0:
                 self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
             out = x_hat * self.weight
             return out + self.bias if self.bias is not None else out
@@ -141,7 +150,7 @@ class RecurrentBatchNorm(nn.Module):
         """Update the running statistics of steps ``start ..`` from batch statistics
         ``mean, var`` ``(T, F)`` (biased) over ``count`` ``(T, 1)`` sequences. Only steps
         ``< t_max`` with at least two running sequences update their own statistics."""
-        if self.momentum <= 0:
+        if self.momentum is not None and self.momentum <= 0:
             return
         n_keep = max(0, min(mean.shape[0], self.t_max - start))
         if n_keep == 0:
@@ -149,8 +158,12 @@ class RecurrentBatchNorm(nn.Module):
         mean, var, count = mean[:n_keep], var[:n_keep], count[:n_keep]
         ok = count > 1  # (T, 1): one sequence gives no variance estimate
         unbiased = var * count / (count - 1).clamp(min=1.0)
-        m = self.momentum
         sl = slice(start, start + n_keep)
+        self.batches_tracked[sl] += ok.flatten().long()
+        if self.momentum is None:  # cumulative average: the n-th batch weighs 1 / n
+            m = 1.0 / self.batches_tracked[sl].clamp(min=1).to(mean.dtype)[:, None]
+        else:
+            m = torch.full_like(mean[:, :1], self.momentum)
         rm, rv = self.running_mean[sl], self.running_var[sl]
         rm.copy_(torch.where(ok, (1 - m) * rm + m * mean.detach(), rm))
         rv.copy_(torch.where(ok, (1 - m) * rv + m * unbiased.detach(), rv))

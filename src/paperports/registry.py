@@ -103,6 +103,17 @@ METHODS: dict[str, Method] = {
             modules=("foolbox", "eagerpy", "matplotlib", "sklearn", "art", "tqdm"),
             experiments="paperports.experiments.jsma",
         ),
+        Method(
+            name="bnlstm",
+            title="BN-LSTM (recurrent batch normalization) for PyTorch and transformers",
+            citation=(
+                "Cooijmans, Ballas, Laurent, Gülçehre, Courville (2016). Recurrent Batch "
+                "Normalization. ICLR 2017. https://arxiv.org/abs/1603.09025"
+            ),
+            extras=("reproduce",),
+            modules=("matplotlib", "sklearn", "tqdm"),
+            experiments="paperports.experiments.bnlstm",
+        ),
     ]
 }
 

@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from paperports.adapters.digits import load_digits_tensors
+from paperports.adapters.digits import accuracy, load_digits_tensors
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, update_bn
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
@@ -66,9 +66,7 @@ def _make(kind: str, gamma: float = 0.1) -> SequenceClassifier:
 
 
 def _accuracy(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
-    model.eval()
-    with torch.no_grad():
-        return float((model(x).argmax(-1) == y).float().mean())
+    return accuracy(model.eval(), x, y)
 
 
 def train_classifier(

@@ -244,8 +244,8 @@ def _write(
     report.figure(
         fig,
         "gradient_flow",
-        "Gradient of the loss (on h_T) with respect to each "
-        "h_t at initialisation, for several gamma: the paper's Figure 1.",
+        "Gradient of the loss (on h_T) with respect to each h_t at initialisation, for "
+        "several gamma, on permuted digits: the probe of the paper's Figure 1.",
     )
     ratio = {g: float(norms[0] / norms[-1]) for g, norms in flow.items()}
     grows = all(r > 1 for r in ratio.values())

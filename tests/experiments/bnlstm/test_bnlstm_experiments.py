@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from paperports import cli
 from paperports.experiments.bnlstm.bench import bench
@@ -19,6 +20,25 @@ def test_both_models_learn_sequential_digits_in_three_epochs(tmp_path: Path) -> 
         assert len(curve) == 3 and seconds > 0
         assert curve[-1] > 0.2  # chance: 0.1
         assert (ema is None) == (kind == "LSTM")
+
+
+def test_language_models_train_with_trainer_and_beat_uniform(tmp_path: Path) -> None:
+    from paperports.experiments.bnlstm.language_model import (
+        bits_per_char,
+        chunks,
+        make_model,
+        stdlib_bytes,
+        train_lm,
+    )
+
+    train, held = stdlib_bytes()
+    assert len(train) > 400_000 and len(held) > 40_000
+    for kind in ("LSTM", "BN-LSTM"):
+        torch.manual_seed(0)
+        model = make_model(kind, 16, 32, 50)
+        losses = train_lm(model, chunks(train, 50)[:2048], steps=100, batch=32, seed=0, quiet=True)
+        assert losses[-1] < losses[0]
+        assert bits_per_char(model, chunks(held, 50)[:64]) < 7.5  # uniform over bytes: 8
 
 
 def test_gradient_flow_gives_a_finite_norm_per_step() -> None:

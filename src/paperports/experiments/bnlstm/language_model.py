@@ -1,0 +1,117 @@
+"""Character-level language modelling on the Python standard library's text.
+
+The stand-in for the paper's Penn Treebank and text8: the reference text that ships with
+Python (``pydoc_data.topics``, about 466 KB), as bytes (vocabulary 256). Both models are
+trained with ``transformers.Trainer``: ``BnLstmForCausalLM``, and an ``nn.LSTM`` language
+model of the same sizes. Bits per character are measured on the held-out last 10%, then on
+held-out sequences up to 10x the training length (the BN-LSTM reusing its last step's
+statistics past it).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import Trainer, TrainingArguments
+from transformers.modeling_outputs import CausalLMOutput
+from transformers.trainer_callback import PrinterCallback
+
+from paperports.integrations.torch import update_bn
+from paperports.integrations.transformers import BnLstmConfig, BnLstmForCausalLM
+
+__all__ = ["LstmLM", "bits_per_char", "make_model", "stdlib_bytes", "train_lm"]
+
+VOCAB = 256
+
+
+def stdlib_bytes() -> tuple[torch.Tensor, torch.Tensor]:
+    """The standard library's reference text as byte ids: ``(train 90%, held-out 10%)``."""
+    from pydoc_data.topics import topics
+
+    text = "\n\n".join(topics[k] for k in sorted(topics)).encode("utf-8")
+    ids = torch.tensor(list(text), dtype=torch.long)
+    cut = int(0.9 * len(ids))
+    return ids[:cut], ids[cut:]
+
+
+def chunks(ids: torch.Tensor, length: int) -> torch.Tensor:
+    """Non-overlapping ``(N, length)`` pieces of ``ids``."""
+    n = len(ids) // length
+    return ids[: n * length].reshape(n, length)
+
+
+class LstmLM(nn.Module):
+    """The baseline: embedding, ``nn.LSTM`` and a linear head, with the loss of
+    ``BnLstmForCausalLM`` (shifted cross-entropy), so ``Trainer`` trains both alike."""
+
+    def __init__(self, embedding: int, hidden: int) -> None:
+        super().__init__()
+        self.embeddings = nn.Embedding(VOCAB, embedding)
+        self.lstm = nn.LSTM(embedding, hidden, batch_first=True)
+        self.lm_head = nn.Linear(hidden, VOCAB)
+
+    def forward(
+        self, input_ids: torch.Tensor, labels: torch.Tensor | None = None, **kwargs: Any
+    ) -> CausalLMOutput:
+        out, _ = self.lstm(self.embeddings(input_ids))
+        logits = self.lm_head(out)
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits[:, :-1].reshape(-1, VOCAB), labels[:, 1:].reshape(-1))
+        return CausalLMOutput(loss=loss, logits=logits)
+
+
+def make_model(kind: str, embedding: int, hidden: int, seq_len: int) -> nn.Module:
+    if kind == "LSTM":
+        return LstmLM(embedding, hidden)
+    config = BnLstmConfig(vocab_size=VOCAB, input_size=embedding, hidden_size=hidden, t_max=seq_len)
+    return BnLstmForCausalLM(config)
+
+
+def train_lm(
+    model: nn.Module, train: torch.Tensor, *, steps: int, batch: int, seed: int, quiet: bool
+) -> list[float]:
+    """Train with ``Trainer`` (AdamW, lr 2e-3, clipping at 1); return the logged losses."""
+    data = [{"input_ids": c, "labels": c} for c in train]
+    with tempfile.TemporaryDirectory() as tmp:
+        args = TrainingArguments(
+            output_dir=tmp,
+            max_steps=steps,
+            per_device_train_batch_size=batch,
+            learning_rate=2e-3,
+            max_grad_norm=1.0,
+            logging_steps=max(1, steps // 25),
+            report_to=[],
+            save_strategy="no",
+            use_cpu=True,
+            seed=seed,
+            disable_tqdm=quiet,
+        )
+        trainer = Trainer(model=model, args=args, train_dataset=data)
+        if quiet:  # without a progress bar, Trainer prints every log line instead
+            trainer.remove_callback(PrinterCallback)
+        trainer.train()
+    update_bn([train[:512]], model)  # population statistics; a no-op for the LSTM
+    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+
+
+@torch.no_grad()
+def bits_per_char(model: nn.Module, pieces: torch.Tensor, batch: int = 64) -> float:
+    """Mean next-byte cross-entropy over ``pieces`` ``(N, L)``, in bits."""
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(pieces), batch):
+        ids = pieces[i : i + batch]
+        logits = model(input_ids=ids).logits
+        total += float(
+            F.cross_entropy(
+                logits[:, :-1].reshape(-1, VOCAB), ids[:, 1:].reshape(-1), reduction="sum"
+            )
+        )
+        count += ids[:, 1:].numel()
+    return total / count / math.log(2)

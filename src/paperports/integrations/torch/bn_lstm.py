@@ -119,13 +119,10 @@ class BNLSTMCell(nn.Module):
         gates = x_proj + self.bn_hh(F.linear(h, self.weight_hh)[None], t, m)[0]
         if self.bias is not None:
             gates = gates + self.bias
-        i, f, g, o = gates.chunk(4, dim=1)
-        c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-        h_new = torch.sigmoid(o) * torch.tanh(self.bn_c(c_new[None], t, m)[0])
-        if mask is not None:  # finished sequences keep their last state
-            keep = mask[:, None]
-            h_new, c_new = torch.where(keep, h_new, h), torch.where(keep, c_new, c)
-        return h_new, c_new
+        c_new, o = _cell_update(gates, c)
+        h_new = o * torch.tanh(self.bn_c(c_new[None], t, m)[0])
+        h, c, _ = _masked(h_new, c_new, h, c, mask)  # finished sequences keep their state
+        return h, c
 
     def sequence(
         self, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None
@@ -150,7 +147,8 @@ class BNLSTMCell(nn.Module):
         outputs = []
         for t in range(steps):
             gates = torch.addcmul(x_proj[t], F.linear(h, self.weight_hh), s_hh[t])
-            h_new, c_new = _lstm_update(gates, c, s_c[t], b_c[t])
+            c_new, o = _cell_update(gates, c)
+            h_new = o * torch.tanh(torch.addcmul(b_c[t], c_new, s_c[t]))
             h, c, out = _masked(h_new, c_new, h, c, None if mask is None else mask[t])
             outputs.append(out)
         return torch.stack(outputs), h, c
@@ -164,11 +162,9 @@ class BNLSTMCell(nn.Module):
         for t in range(x_proj.shape[0]):
             m = None if mask is None else mask[t]
             hh, *st_hh = self.bn_hh.normalise_step(F.linear(h, self.weight_hh), m)
-            gates = x_proj[t] + hh
-            i, f, g, o = gates.chunk(4, dim=1)
-            c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+            c_new, o = _cell_update(x_proj[t] + hh, c)
             cc, *st_c = self.bn_c.normalise_step(c_new, m)
-            h_new = torch.sigmoid(o) * torch.tanh(cc)
+            h_new = o * torch.tanh(cc)
             stats_hh.append(tuple(st_hh))  # type: ignore[arg-type]
             stats_c.append(tuple(st_c))  # type: ignore[arg-type]
             h, c, out = _masked(h_new, c_new, h, c, m)
@@ -382,13 +378,11 @@ class BNLSTM(nn.Module):
         return s + f", t_max={self.t_max}, gamma_init={self.gamma_init}"
 
 
-def _lstm_update(
-    gates: Tensor, c: Tensor, scale_c: Tensor, shift_c: Tensor
-) -> tuple[Tensor, Tensor]:
-    """The LSTM update with the cell batch norm as the affine map ``(scale_c, shift_c)``."""
+def _cell_update(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    r"""The LSTM update around the cell's batch norm: ``c_t`` and the output gate
+    :math:`\sigma(\tilde o_t)`, from the stacked gate pre-activations ``(i, f, g, o)``."""
     i, f, g, o = gates.chunk(4, dim=1)
-    c_new = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
-    return torch.sigmoid(o) * torch.tanh(torch.addcmul(shift_c, c_new, scale_c)), c_new
+    return torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g), torch.sigmoid(o)
 
 
 def _masked(

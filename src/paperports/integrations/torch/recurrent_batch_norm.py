@@ -96,10 +96,8 @@ class RecurrentBatchNorm(nn.Module):
             )
         if self.training:
             x_hat, mean, var, count = self._batch_normalise(x, mask)
-            if self.momentum is None or self.momentum > 0:
-                self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
-            out = x_hat * self.weight
-            return out + self.bias if self.bias is not None else out
+            self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
+            return self._scale_shift(x_hat)
         scale, shift = self.affine(start, x.shape[0])
         return x * scale[:, None] + shift[:, None]
 
@@ -124,10 +122,12 @@ class RecurrentBatchNorm(nn.Module):
         x_hat, mean, var, count = self._batch_normalise(
             x[None], None if mask is None else mask[None]
         )
-        out = x_hat[0] * self.weight
-        if self.bias is not None:
-            out = out + self.bias
-        return out, mean[0, 0], var[0, 0], count[0]
+        return self._scale_shift(x_hat[0]), mean[0, 0], var[0, 0], count[0]
+
+    def _scale_shift(self, x_hat: Tensor) -> Tensor:
+        r""":math:`\gamma \hat x + \beta`."""
+        out = x_hat * self.weight
+        return out + self.bias if self.bias is not None else out
 
     def _batch_normalise(
         self, x: Tensor, mask: Tensor | None

@@ -116,9 +116,7 @@ def hardness_matrix(
         A ``(K, K)`` array, rows the source class, columns the target; NaN on the diagonal
         and where no sample was attacked.
     """
-    d = np.asarray(ep.astensor(l0_fraction).numpy() if _is_tensor(l0_fraction) else l0_fraction)
-    s = np.asarray(ep.astensor(source).numpy() if _is_tensor(source) else source)
-    t = np.asarray(ep.astensor(target).numpy() if _is_tensor(target) else target)
+    d, s, t = _numpy(l0_fraction), _numpy(source), _numpy(target)
     grid = np.asarray(max_perturbations, dtype=float)
     if not (d.shape == s.shape == t.shape) or d.ndim != 1:
         raise ValueError(
@@ -150,8 +148,11 @@ def hardness_matrix(
     return out
 
 
-def _is_tensor(x: Any) -> bool:
-    return not isinstance(x, (np.ndarray, list, tuple))
+def _numpy(x: Any) -> np.ndarray:
+    """A numpy array from a numpy array, a list or tuple, or any tensor eagerpy knows."""
+    if isinstance(x, (np.ndarray, list, tuple)):
+        return np.asarray(x)
+    return np.asarray(ep.astensor(x).numpy())
 
 
 def _check_labels(y: np.ndarray, n: int, k: int, what: str) -> None:

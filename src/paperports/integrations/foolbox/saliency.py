@@ -96,19 +96,12 @@ def target_gradients(
     """
     _check_outputs(outputs)
     (x, t), restore_type = ep.astensors_(inputs, targets)
-    a, b = _target_gradients(model, x, t, outputs)
-    return restore_type(a), restore_type(b)
-
-
-def _target_gradients(
-    model: Model, x: ep.Tensor, targets: ep.Tensor, outputs: Outputs
-) -> tuple[ep.Tensor, ep.Tensor]:
-    z, t, a, b = outputs_and_gradients(model, x, lambda z: targets, outputs)
+    z, _, a, b = outputs_and_gradients(model, x, lambda z: t, outputs)
     if outputs == "probabilities":  # undo the per-row 1 / p_t of the log-probability
         p_t = (ep.softmax(z, axis=-1) * ep.onehot_like(z, t)).sum(axis=-1)
         scale = p_t.reshape((-1,) + (1,) * (a.ndim - 1))
         a, b = a * scale, b * scale
-    return a, b
+    return restore_type(a), restore_type(b)
 
 
 def outputs_and_gradients(
@@ -299,10 +292,10 @@ def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
 
     (``ep.index_update`` calls ``jax.ops.index_update``, which current JAX no longer has.)
     """
-    hits = ep.arange(rows, len(full))[:, None] == rows[None, :]  # (N, R)
-    has = hits.any(axis=-1)
     if len(rows) == 0:
         return full
+    hits = ep.arange(rows, len(full))[:, None] == rows[None, :]  # (N, R)
+    has = hits.any(axis=-1)
     source = hits.astype(int).argmax(axis=-1)  # the entry of `rows` that names each row
     mask = has.reshape((-1,) + (1,) * (full.ndim - 1))
     return ep.where(mask, values[source], full)

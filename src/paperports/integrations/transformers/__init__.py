@@ -2,9 +2,14 @@
 
 ``accelerate`` is part of the extra because ``transformers.Trainer`` needs it.
 
-Importing this module registers the BN-LSTM family (model type ``"bn_lstm"``) with
-``AutoConfig``, ``AutoModel``, ``AutoModelForSequenceClassification`` and
-``AutoModelForCausalLM``.
+Importing this module registers two model families with the Auto classes:
+
+- BERT (model type ``"paperports-bert"``) with ``AutoConfig``, ``AutoModel``,
+  ``AutoModelForPreTraining``, ``AutoModelForMaskedLM``, ``AutoModelForNextSentencePrediction``,
+  ``AutoModelForSequenceClassification``, ``AutoModelForTokenClassification``,
+  ``AutoModelForQuestionAnswering`` and ``AutoModelForMultipleChoice``;
+- BN-LSTM (model type ``"bn_lstm"``) with ``AutoConfig``, ``AutoModel``,
+  ``AutoModelForSequenceClassification`` and ``AutoModelForCausalLM``.
 """
 
 from paperports._imports import require
@@ -15,9 +20,28 @@ from transformers import (  # noqa: E402
     AutoConfig,
     AutoModel,
     AutoModelForCausalLM,
+    AutoModelForMaskedLM,
+    AutoModelForMultipleChoice,
+    AutoModelForNextSentencePrediction,
+    AutoModelForPreTraining,
+    AutoModelForQuestionAnswering,
     AutoModelForSequenceClassification,
+    AutoModelForTokenClassification,
 )
 
+from paperports.integrations.transformers.bert import (  # noqa: E402
+    BertConfig,
+    BertForMaskedLM,
+    BertForMultipleChoice,
+    BertForNextSentencePrediction,
+    BertForPreTraining,
+    BertForPreTrainingOutput,
+    BertForQuestionAnswering,
+    BertForSequenceClassification,
+    BertForTokenClassification,
+    BertModel,
+    BertPreTrainedModel,
+)
 from paperports.integrations.transformers.bn_lstm import (  # noqa: E402
     BnLstmConfig,
     BnLstmForCausalLM,
@@ -28,6 +52,18 @@ from paperports.integrations.transformers.bn_lstm import (  # noqa: E402
 
 
 def _register() -> None:
+    AutoConfig.register(BertConfig.model_type, BertConfig, exist_ok=True)
+    for auto, model in [
+        (AutoModel, BertModel),
+        (AutoModelForPreTraining, BertForPreTraining),
+        (AutoModelForMaskedLM, BertForMaskedLM),
+        (AutoModelForNextSentencePrediction, BertForNextSentencePrediction),
+        (AutoModelForSequenceClassification, BertForSequenceClassification),
+        (AutoModelForTokenClassification, BertForTokenClassification),
+        (AutoModelForQuestionAnswering, BertForQuestionAnswering),
+        (AutoModelForMultipleChoice, BertForMultipleChoice),
+    ]:
+        auto.register(BertConfig, model, exist_ok=True)
     AutoConfig.register(BnLstmConfig.model_type, BnLstmConfig, exist_ok=True)
     AutoModel.register(BnLstmConfig, BnLstmModel, exist_ok=True)
     AutoModelForSequenceClassification.register(
@@ -39,6 +75,17 @@ def _register() -> None:
 _register()
 
 __all__ = [
+    "BertConfig",
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForNextSentencePrediction",
+    "BertForPreTraining",
+    "BertForPreTrainingOutput",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPreTrainedModel",
     "BnLstmConfig",
     "BnLstmForCausalLM",
     "BnLstmForSequenceClassification",

@@ -1,0 +1,1034 @@
+r"""BERT (Devlin et al. 2018, arXiv:1810.04805) for transformers: the encoder and its heads.
+
+The model, as the paper defines it:
+
+- input representation: :math:`E = \mathrm{LayerNorm}(E_\mathrm{token} + E_\mathrm{position}
+  + E_\mathrm{segment})`, then dropout; ``[CLS]`` first, ``[SEP]`` after each sentence;
+- L identical layers, each :math:`x \leftarrow \mathrm{LayerNorm}(x +
+  \mathrm{Dropout}(\mathrm{MultiHead}(x)))` then :math:`x \leftarrow \mathrm{LayerNorm}(x +
+  \mathrm{Dropout}(W_2\, \mathrm{GELU}(W_1 x)))`, with bidirectional attention
+  :math:`\mathrm{softmax}(Q K^\top / \sqrt{d_k} + M)\, V` per head, where :math:`M` is 0 for
+  real tokens and :math:`-\infty` for padding (no causal mask: every token sees every other);
+- the pooler :math:`\tanh(W_p h_\mathrm{[CLS]})` for sentence-level tasks;
+- pre-training heads: masked LM (transform, then a decoder tied to the token embeddings, with
+  its own bias) and next-sentence prediction (a linear layer on the pooled output).
+
+Parameter names follow HF-format BERT checkpoints (``embeddings.word_embeddings.weight``,
+``encoder.layer.N.attention.self.query.weight``, ``cls.predictions.bias`` ...), so those
+checkpoints load with no missing or unexpected keys. Attention runs either as explicit
+matrix products (``attn_implementation="eager"``) or through
+:func:`torch.nn.functional.scaled_dot_product_attention` (``"sdpa"``, the default), always
+with ``is_causal=False``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, TypeVar, cast
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import PreTrainedModel
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutputWithPoolingAndCrossAttentions,
+    MaskedLMOutput,
+    MultipleChoiceModelOutput,
+    NextSentencePredictorOutput,
+    QuestionAnsweringModelOutput,
+    SequenceClassifierOutput,
+    TokenClassifierOutput,
+)
+from transformers.utils.generic import ModelOutput
+
+from paperports.integrations.transformers._heads import (
+    check_token_ids,
+    sequence_classification_loss,
+)
+from paperports.integrations.transformers.bert.configuration_bert import BertConfig
+
+__all__ = [
+    "BertForMaskedLM",
+    "BertForMultipleChoice",
+    "BertForNextSentencePrediction",
+    "BertForPreTraining",
+    "BertForPreTrainingOutput",
+    "BertForQuestionAnswering",
+    "BertForSequenceClassification",
+    "BertForTokenClassification",
+    "BertModel",
+    "BertPreTrainedModel",
+]
+
+_ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+class BertEmbeddings(nn.Module):
+    """Token + position + segment embeddings, LayerNorm, dropout (paper, figure 2)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.word_embeddings = nn.Embedding(
+            config.vocab_size, config.hidden_size, padding_idx=config.pad_token_id
+        )
+        self.position_embeddings = nn.Embedding(config.max_position_embeddings, config.hidden_size)
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.position_ids: torch.Tensor
+        self.register_buffer(
+            "position_ids", torch.arange(config.max_position_embeddings)[None], persistent=False
+        )
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+    ) -> torch.Tensor:
+        if inputs_embeds is None:
+            assert input_ids is not None
+            inputs_embeds = self.word_embeddings(input_ids)
+        seq_len = inputs_embeds.shape[1]
+        if position_ids is None:
+            position_ids = self.position_ids[:, :seq_len]
+        embeddings = inputs_embeds + self.position_embeddings(position_ids)
+        if token_type_ids is None:
+            # All tokens in segment A: add row 0 without building an index tensor.
+            embeddings = embeddings + self.token_type_embeddings.weight[0]
+        else:
+            embeddings = embeddings + self.token_type_embeddings(token_type_ids)
+        out: torch.Tensor = self.dropout(self.LayerNorm(embeddings))
+        return out
+
+
+class BertSelfAttention(nn.Module):
+    r"""Multi-head scaled dot-product self-attention, bidirectional.
+
+    .. math::
+        \mathrm{head}_i = \mathrm{softmax}\!\left(\frac{Q_i K_i^\top}{\sqrt{d_k}} + M\right) V_i
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        if config.hidden_size % config.num_attention_heads != 0:
+            raise ValueError(
+                f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads "
+                f"({config.num_attention_heads})"
+            )
+        self.config = config
+        self.num_attention_heads = config.num_attention_heads
+        self.attention_head_size = config.hidden_size // config.num_attention_heads
+        self.query = nn.Linear(config.hidden_size, config.hidden_size)
+        self.key = nn.Linear(config.hidden_size, config.hidden_size)
+        self.value = nn.Linear(config.hidden_size, config.hidden_size)
+        self.dropout = nn.Dropout(config.attention_probs_dropout_prob)
+
+    def _heads(self, x: torch.Tensor) -> torch.Tensor:
+        batch, seq_len, _ = x.shape
+        return x.view(batch, seq_len, self.num_attention_heads, -1).transpose(1, 2)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        query = self._heads(self.query(hidden_states))
+        key = self._heads(self.key(hidden_states))
+        value = self._heads(self.value(hidden_states))
+        dropout = self.dropout.p if self.training else 0.0
+        probs: torch.Tensor | None = None
+        if self.config._attn_implementation == "sdpa" and not output_attentions:
+            # A boolean mask: True where a query may attend. is_causal=False keeps BERT
+            # bidirectional (the flag is what would make it a left-to-right model).
+            context = F.scaled_dot_product_attention(
+                query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=False
+            )
+        else:
+            scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
+            if attention_mask is not None:
+                scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+            probs = scores.softmax(dim=-1)
+            context = self.dropout(probs) @ value
+        batch, _, seq_len, _ = context.shape
+        context = context.transpose(1, 2).reshape(batch, seq_len, -1)
+        return context, probs
+
+
+class _AddAndNorm(nn.Module):
+    """``LayerNorm(residual + Dropout(W x + b))``: how every sub-layer ends."""
+
+    def __init__(self, config: BertConfig, in_features: int) -> None:
+        super().__init__()
+        self.dense = nn.Linear(in_features, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def forward(self, hidden_states: torch.Tensor, residual: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.LayerNorm(self.dropout(self.dense(hidden_states)) + residual)
+        return out
+
+
+class BertSelfOutput(_AddAndNorm):
+    """Output projection of the attention, dropout, residual, LayerNorm."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config, config.hidden_size)
+
+
+class BertAttention(nn.Module):
+    """The attention sub-layer: self-attention, then :class:`BertSelfOutput`."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.self = BertSelfAttention(config)
+        self.output = BertSelfOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        context, probs = self.self(hidden_states, attention_mask, output_attentions)
+        return self.output(context, hidden_states), probs
+
+
+class BertIntermediate(nn.Module):
+    """First feed-forward layer and its activation (GELU in the paper)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.intermediate_size)
+        self.intermediate_act_fn = ACT2FN[config.hidden_act]
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.intermediate_act_fn(self.dense(hidden_states))
+        return out
+
+
+class BertOutput(_AddAndNorm):
+    """Second feed-forward layer, dropout, residual, LayerNorm."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config, config.intermediate_size)
+
+
+class BertLayer(GradientCheckpointingLayer):
+    """One Transformer encoder layer; checkpointed when gradient checkpointing is on."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.attention = BertAttention(config)
+        self.intermediate = BertIntermediate(config)
+        self.output = BertOutput(config)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        attended, probs = self.attention(hidden_states, attention_mask, output_attentions)
+        return self.output(self.intermediate(attended), attended), probs
+
+
+class BertEncoder(nn.Module):
+    """The stack of ``num_hidden_layers`` :class:`BertLayer`."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.layer = nn.ModuleList(BertLayer(config) for _ in range(config.num_hidden_layers))
+
+
+class BertPooler(nn.Module):
+    """:math:`\\tanh(W_p h_{[CLS]} + b_p)`: the sentence representation."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = nn.Tanh()
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.activation(self.dense(hidden_states[:, 0]))
+        return out
+
+
+class BertPredictionHeadTransform(nn.Module):
+    """Dense, activation, LayerNorm: the MLM head's transform before the decoder."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.transform_act_fn = ACT2FN[config.hidden_act]
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.LayerNorm(self.transform_act_fn(self.dense(hidden_states)))
+        return out
+
+
+class BertLMPredictionHead(nn.Module):
+    """The MLM head: transform, then a decoder whose weight is the token embedding matrix
+    (tied) and whose bias is the output-only ``bias``."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.transform = BertPredictionHeadTransform(config)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.decoder(self.transform(hidden_states))
+        return out
+
+
+class BertOnlyMLMHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+
+
+class BertPreTrainingHeads(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.predictions = BertLMPredictionHead(config)
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+class BertOnlyNSPHead(nn.Module):
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__()
+        self.seq_relationship = nn.Linear(config.hidden_size, 2)
+
+
+def _is_encoder_key(key: str, prefix: str) -> bool:
+    """Whether a state-dict key belongs to the embeddings or the encoder stack."""
+    if key.startswith(prefix + "."):
+        key = key[len(prefix) + 1 :]
+    return key.startswith(("embeddings.", "encoder."))
+
+
+class BertPreTrainedModel(PreTrainedModel):
+    """Initialisation, loading and attention-backend settings shared by the BERT models.
+
+    Weights are initialised from a truncated normal with standard deviation
+    ``config.initializer_range`` (the paper's reference code), LayerNorms to the identity and
+    biases to zero. ``from_pretrained`` reads HF-format BERT checkpoints (config
+    ``model_type`` ``"bert"``) as well as this package's own; it raises a ``ValueError``
+    naming the keys when the checkpoint lacks the embeddings or encoder weights (a checkpoint
+    that is not BERT-shaped), instead of silently returning a randomly initialised encoder.
+    Heads missing from a checkpoint (a classifier on top of a pre-trained encoder) are
+    initialised, as in transformers.
+    """
+
+    config_class = BertConfig
+    base_model_prefix = "bert"
+    main_input_name = "input_ids"
+    supports_gradient_checkpointing = True
+    _supports_sdpa = True
+    _no_split_modules = ["BertEmbeddings", "BertLayer"]  # noqa: RUF012 (transformers' API)
+
+    def _init_weights(self, module: nn.Module) -> None:
+        std = self.config.initializer_range
+        if isinstance(module, nn.Linear):
+            init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.trunc_normal_(module.weight, std=std, a=-2 * std, b=2 * std)
+            if module.padding_idx is not None and not getattr(
+                module.weight, "_is_hf_initialized", False
+            ):
+                init.zeros_(module.weight[module.padding_idx])
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        if isinstance(module, BertLMPredictionHead):
+            init.zeros_(module.bias)
+        elif isinstance(module, BertEmbeddings):
+            init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1])[None])
+
+    @classmethod
+    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`transformers.PreTrainedModel.from_pretrained`, refusing non-BERT checkpoints.
+
+        Raises:
+            ValueError: the checkpoint lacks embedding or encoder weights this model needs.
+        """
+        wants_info = bool(kwargs.pop("output_loading_info", False))
+        loaded: Any = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        model, info = loaded
+        missing = sorted(k for k in info["missing_keys"] if _is_encoder_key(k, "bert"))
+        if missing:
+            unexpected = sorted(info["unexpected_keys"])
+            raise ValueError(
+                f"the checkpoint is not BERT-shaped for {cls.__name__}: {len(missing)} "
+                f"embedding/encoder weights are missing (for example {missing[:5]}); "
+                f"{len(unexpected)} checkpoint keys were not recognised (for example "
+                f"{unexpected[:5]}). Expected HF-format BERT names such as "
+                "'embeddings.word_embeddings.weight' and "
+                "'encoder.layer.0.attention.self.query.weight'."
+            )
+        return (model, info) if wants_info else model
+
+
+def _check_inputs(
+    config: BertConfig,
+    input_ids: torch.Tensor | None,
+    attention_mask: torch.Tensor | None,
+    token_type_ids: torch.Tensor | None,
+    position_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+) -> tuple[int, int]:
+    """Validate the inputs before any compute; return ``(batch, seq_len)``."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("pass exactly one of input_ids and inputs_embeds")
+    if input_ids is not None:
+        if input_ids.dim() != 2:
+            raise ValueError(
+                f"input_ids must be (batch, sequence_length), got shape {tuple(input_ids.shape)}"
+            )
+        check_token_ids("input_ids", input_ids, config.vocab_size, "vocab_size")
+        batch, seq_len = input_ids.shape
+    else:
+        assert inputs_embeds is not None
+        if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
+            raise ValueError(
+                f"inputs_embeds must be (batch, sequence_length, {config.hidden_size}) "
+                f"(config.hidden_size), got shape {tuple(inputs_embeds.shape)}"
+            )
+        batch, seq_len = inputs_embeds.shape[:2]
+    if position_ids is None and seq_len > config.max_position_embeddings:
+        raise ValueError(
+            f"sequence length {seq_len} exceeds config.max_position_embeddings "
+            f"({config.max_position_embeddings}); truncate the input (for example "
+            f"tokenizer(..., truncation=True, max_length={config.max_position_embeddings}))"
+        )
+    if position_ids is not None:
+        if position_ids.shape[-1] != seq_len or position_ids.dim() not in (1, 2):
+            raise ValueError(
+                f"position_ids must be (sequence_length,) or (batch, sequence_length) = "
+                f"({batch}, {seq_len}), got shape {tuple(position_ids.shape)}"
+            )
+        check_token_ids(
+            "position_ids", position_ids, config.max_position_embeddings, "max_position_embeddings"
+        )
+    if token_type_ids is not None:
+        if token_type_ids.shape != (batch, seq_len):
+            raise ValueError(
+                f"token_type_ids must be (batch, sequence_length) = ({batch}, {seq_len}), got "
+                f"shape {tuple(token_type_ids.shape)}"
+            )
+        check_token_ids("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size")
+    if attention_mask is not None and attention_mask.shape not in (
+        (batch, seq_len),
+        (batch, seq_len, seq_len),
+    ):
+        raise ValueError(
+            f"attention_mask must be (batch, sequence_length) = ({batch}, {seq_len}) with 1 for "
+            f"tokens to attend to and 0 for padding, or (batch, {seq_len}, {seq_len}) per query; "
+            f"got shape {tuple(attention_mask.shape)}"
+        )
+    return batch, seq_len
+
+
+def _boolean_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
+    """``(batch, [query,] key)`` 1/0 mask -> boolean ``(batch, 1, query | 1, key)``, or None.
+
+    None when every token is attended to: SDPA then runs its unmasked kernel.
+    """
+    if attention_mask is None:
+        return None
+    mask = attention_mask.bool()
+    if not torch.compiler.is_compiling() and bool(mask.all()):
+        return None
+    return mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]
+
+
+class BertModel(BertPreTrainedModel):
+    """The BERT encoder: embeddings, ``num_hidden_layers`` bidirectional Transformer layers
+    and (unless ``add_pooling_layer=False``) the pooler.
+
+    Examples:
+
+    ```python
+    >>> import torch
+    >>> from paperports.integrations.transformers import BertConfig, BertModel
+    >>> model = BertModel(BertConfig(hidden_size=64, num_hidden_layers=2,
+    ...                              num_attention_heads=4, intermediate_size=128))
+    >>> out = model(torch.tensor([[101, 2023, 102]]))
+    >>> out.last_hidden_state.shape, out.pooler_output.shape
+    (torch.Size([1, 3, 64]), torch.Size([1, 64]))
+    ```
+    """
+
+    def __init__(self, config: BertConfig, add_pooling_layer: bool = True) -> None:
+        super().__init__(config)
+        self.embeddings = BertEmbeddings(config)
+        self.encoder = BertEncoder(config)
+        self.pooler = BertPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Module:
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value: nn.Module) -> None:
+        self.embeddings.word_embeddings = value  # type: ignore[assignment]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions | tuple[Any, ...]:
+        r"""Encode a batch.
+
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, sequence_length)`):
+                WordPiece ids in `[0, config.vocab_size)`.
+            attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
+                1 for tokens to attend to, 0 for padding; `(batch_size, sequence_length,
+                sequence_length)` gives a mask per query.
+            token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
+                Segment ids, 0 for sentence A and 1 for sentence B; all 0 when omitted.
+            position_ids (`torch.LongTensor`, *optional*):
+                Positions; `0 .. sequence_length - 1` when omitted.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, seq_len, hidden_size)`):
+                Token embeddings to use instead of `input_ids`.
+            output_attentions (`bool`, *optional*):
+                Also return each layer's attention probabilities (computed with the eager
+                path for this call, since SDPA does not expose them).
+            output_hidden_states (`bool`, *optional*):
+                Also return the embeddings and every layer's output.
+            return_dict (`bool`, *optional*):
+                `False` returns a plain tuple.
+        """
+        config = cast(BertConfig, self.config)
+        if config._attn_implementation not in _ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(
+                f"attn_implementation must be one of {_ATTENTION_IMPLEMENTATIONS}, got "
+                f"{config._attn_implementation!r}"
+            )
+        _check_inputs(
+            config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
+        )
+        output_attentions = bool(
+            output_attentions if output_attentions is not None else config.output_attentions
+        )
+        output_hidden_states = bool(
+            output_hidden_states
+            if output_hidden_states is not None
+            else config.output_hidden_states
+        )
+        mask = _boolean_mask(attention_mask)
+        hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        all_hidden: tuple[torch.Tensor, ...] = (hidden,)
+        all_attentions: tuple[torch.Tensor, ...] = ()
+        for layer in self.encoder.layer:
+            hidden, probs = layer(hidden, mask, output_attentions)
+            all_hidden += (hidden,)
+            if probs is not None:
+                all_attentions += (probs,)
+        pooled = self.pooler(hidden) if self.pooler is not None else None
+        output = BaseModelOutputWithPoolingAndCrossAttentions(
+            last_hidden_state=hidden,
+            pooler_output=pooled,
+            hidden_states=all_hidden if output_hidden_states else None,
+            attentions=all_attentions if output_attentions else None,
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+@dataclass
+class BertForPreTrainingOutput(ModelOutput):
+    """Output of :class:`BertForPreTraining`.
+
+    Args:
+        loss (`torch.Tensor`, *optional*): MLM loss plus NSP loss, when both labels are given.
+        prediction_logits (`torch.Tensor` of shape `(batch_size, sequence_length, vocab_size)`):
+            Masked-LM scores.
+        seq_relationship_logits (`torch.Tensor` of shape `(batch_size, 2)`):
+            Next-sentence scores: index 0 "B follows A", index 1 "B is random".
+        hidden_states, attentions: as :class:`BertModel`'s.
+    """
+
+    loss: torch.Tensor | None = None
+    prediction_logits: torch.Tensor | None = None
+    seq_relationship_logits: torch.Tensor | None = None
+    hidden_states: tuple[torch.Tensor, ...] | None = None
+    attentions: tuple[torch.Tensor, ...] | None = None
+
+
+def _mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+
+
+_Output = TypeVar("_Output", bound=ModelOutput)
+
+
+def _finish(output: _Output, return_dict: bool | None) -> _Output | tuple[Any, ...]:
+    return output if return_dict is not False else output.to_tuple()
+
+
+class _BertWithEncoder(BertPreTrainedModel):
+    """A head model: ``self.bert`` plus a head; runs the encoder with the common arguments."""
+
+    bert: BertModel
+
+    def _encode(
+        self,
+        input_ids: torch.Tensor | None,
+        attention_mask: torch.Tensor | None,
+        token_type_ids: torch.Tensor | None,
+        position_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        output_attentions: bool | None,
+        output_hidden_states: bool | None,
+    ) -> BaseModelOutputWithPoolingAndCrossAttentions:
+        out = self.bert(
+            input_ids,
+            attention_mask=attention_mask,
+            token_type_ids=token_type_ids,
+            position_ids=position_ids,
+            inputs_embeds=inputs_embeds,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
+        assert isinstance(out, BaseModelOutputWithPoolingAndCrossAttentions)
+        return out
+
+
+_TIED_MLM = {
+    "cls.predictions.decoder.weight": "bert.embeddings.word_embeddings.weight",
+    "cls.predictions.decoder.bias": "cls.predictions.bias",
+}
+
+
+class BertForPreTraining(_BertWithEncoder):
+    """BERT with both pre-training heads: masked LM and next-sentence prediction.
+
+    The loss is the sum of the mean MLM cross-entropy over the masked positions (``labels``,
+    ``-100`` elsewhere, as ``DataCollatorForLanguageModeling`` writes them) and the NSP
+    cross-entropy (``next_sentence_label``: 0 when B follows A, 1 when B is random).
+    """
+
+    _tied_weights_keys = _TIED_MLM
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.cls = BertPreTrainingHeads(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.cls.predictions.decoder = new_embeddings  # type: ignore[assignment]
+        self.cls.predictions.bias = new_embeddings.bias  # type: ignore[assignment]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        next_sentence_label: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> BertForPreTrainingOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.cls.predictions(out.last_hidden_state)
+        assert out.pooler_output is not None
+        nsp_logits = self.cls.seq_relationship(out.pooler_output)
+        loss = None
+        if labels is not None and next_sentence_label is not None:
+            loss = _mlm_loss(logits, labels) + F.cross_entropy(
+                nsp_logits, next_sentence_label.view(-1)
+            )
+        elif labels is not None or next_sentence_label is not None:
+            raise ValueError(
+                "BertForPreTraining needs both labels (MLM) and next_sentence_label (NSP) for a "
+                "loss; use BertForMaskedLM or BertForNextSentencePrediction for one objective"
+            )
+        return _finish(
+            BertForPreTrainingOutput(
+                loss=loss,
+                prediction_logits=logits,
+                seq_relationship_logits=nsp_logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+class BertForMaskedLM(_BertWithEncoder):
+    """BERT with the masked-LM head (tied decoder); no pooler."""
+
+    _tied_weights_keys = _TIED_MLM
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.cls = BertOnlyMLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self) -> nn.Module:
+        return self.cls.predictions.decoder
+
+    def set_output_embeddings(self, new_embeddings: nn.Module) -> None:
+        self.cls.predictions.decoder = new_embeddings  # type: ignore[assignment]
+        self.cls.predictions.bias = new_embeddings.bias  # type: ignore[assignment]
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> MaskedLMOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.cls.predictions(out.last_hidden_state)
+        loss = _mlm_loss(logits, labels) if labels is not None else None
+        return _finish(
+            MaskedLMOutput(
+                loss=loss,
+                logits=logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+class BertForNextSentencePrediction(_BertWithEncoder):
+    """BERT with the NSP head on the pooled ``[CLS]`` output (``labels``: 0 = B follows A)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.cls = BertOnlyNSPHead(config)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> NextSentencePredictorOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        assert out.pooler_output is not None
+        logits = self.cls.seq_relationship(out.pooler_output)
+        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
+        return _finish(
+            NextSentencePredictorOutput(
+                loss=loss,
+                logits=logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+def _classifier_dropout(config: BertConfig) -> nn.Dropout:
+    p = config.classifier_dropout
+    return nn.Dropout(config.hidden_dropout_prob if p is None else p)
+
+
+def _num_labels(config: BertConfig) -> int:
+    if not config.num_labels or config.num_labels < 1:
+        raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
+    return int(config.num_labels)
+
+
+class BertForSequenceClassification(_BertWithEncoder):
+    """A linear classifier on the pooled ``[CLS]`` output (paper, figure 4a/b).
+
+    With ``labels``, the loss follows ``config.problem_type`` as in transformers: regression
+    for one label, cross-entropy for integer labels, BCE for multi-label float targets.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.num_labels = _num_labels(config)
+        self.bert = BertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> SequenceClassifierOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        assert out.pooler_output is not None
+        logits = self.classifier(self.dropout(out.pooler_output))
+        loss = (
+            sequence_classification_loss(self.config, logits, labels)
+            if labels is not None
+            else None
+        )
+        return _finish(
+            SequenceClassifierOutput(
+                loss=loss,
+                logits=logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+class BertForTokenClassification(_BertWithEncoder):
+    """A linear classifier on every token's final hidden state (paper, figure 4d); labels
+    ``-100`` are ignored (sub-word continuations, padding)."""
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.num_labels = _num_labels(config)
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> TokenClassifierOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        logits = self.classifier(self.dropout(out.last_hidden_state))
+        loss = None
+        if labels is not None:
+            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        return _finish(
+            TokenClassifierOutput(
+                loss=loss,
+                logits=logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+class BertForQuestionAnswering(_BertWithEncoder):
+    """Span prediction (paper, figure 4c): a start and an end score per token.
+
+    With ``start_positions`` and ``end_positions`` the loss is the mean of the two
+    cross-entropies; positions outside the sequence are clamped to ``sequence_length`` and
+    ignored, as in transformers.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        if config.num_labels != 2:
+            raise ValueError(
+                f"BertForQuestionAnswering predicts a start and an end score: num_labels must "
+                f"be 2, got {config.num_labels}"
+            )
+        self.num_labels = 2
+        self.bert = BertModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, 2)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        start_positions: torch.Tensor | None = None,
+        end_positions: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> QuestionAnsweringModelOutput | tuple[Any, ...]:
+        out = self._encode(
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
+            output_attentions,
+            output_hidden_states,
+        )
+        start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(dim=-1)
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]
+            start = start_positions.view(-1).clamp(0, ignored)
+            end = end_positions.view(-1).clamp(0, ignored)
+            loss = (
+                F.cross_entropy(start_logits, start, ignore_index=ignored)
+                + F.cross_entropy(end_logits, end, ignore_index=ignored)
+            ) / 2
+        return _finish(
+            QuestionAnsweringModelOutput(
+                loss=loss,
+                start_logits=start_logits.contiguous(),
+                end_logits=end_logits.contiguous(),
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )
+
+
+class BertForMultipleChoice(_BertWithEncoder):
+    """Multiple choice (the paper's SWAG set-up): each ``(question, choice)`` sequence is
+    encoded, one score per choice from the pooled output, softmax over the choices.
+
+    Inputs are ``(batch_size, num_choices, sequence_length)``; ``labels`` ``(batch_size,)``
+    hold the index of the right choice.
+    """
+
+    def __init__(self, config: BertConfig) -> None:
+        super().__init__(config)
+        self.bert = BertModel(config)
+        self.dropout = _classifier_dropout(config)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.Tensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.Tensor | None = None,
+        position_ids: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        labels: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs: Any,
+    ) -> MultipleChoiceModelOutput | tuple[Any, ...]:
+        reference = input_ids if input_ids is not None else inputs_embeds
+        if reference is None:
+            raise ValueError("pass exactly one of input_ids and inputs_embeds")
+        expected = 3 if input_ids is not None else 4
+        if reference.dim() != expected:
+            raise ValueError(
+                "BertForMultipleChoice takes (batch_size, num_choices, sequence_length) inputs; "
+                f"got shape {tuple(reference.shape)}"
+            )
+        num_choices = reference.shape[1]
+
+        def flat(t: torch.Tensor | None) -> torch.Tensor | None:
+            return None if t is None else t.flatten(0, 1)
+
+        out = self._encode(
+            flat(input_ids),
+            flat(attention_mask),
+            flat(token_type_ids),
+            flat(position_ids)
+            if position_ids is not None and position_ids.dim() == 3
+            else position_ids,
+            flat(inputs_embeds),
+            output_attentions,
+            output_hidden_states,
+        )
+        assert out.pooler_output is not None
+        logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
+        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
+        return _finish(
+            MultipleChoiceModelOutput(
+                loss=loss,
+                logits=logits,
+                hidden_states=out.hidden_states,
+                attentions=out.attentions,
+            ),
+            return_dict,
+        )

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from paperports.benchmarking import BenchResult, BenchRow, median_time
@@ -20,3 +22,16 @@ def test_table_shows_ratios() -> None:
     res = BenchResult("m", "anchor", [BenchRow("x", 3.0, 2.0, "s", "ratio <= 1")])
     assert res.rows[0].ratio == 1.5
     assert "1.500" in res.table()
+
+
+def test_paired_median_times_alternate_the_two_sides() -> None:
+    from paperports.benchmarking import paired_median_times
+
+    calls: list[str] = []
+    fast, slow = paired_median_times(
+        lambda: calls.append("a"), lambda: (calls.append("b"), time.sleep(0.002)), repeats=3
+    )
+    assert calls == ["a", "b"] * 4  # one warm-up pair, then three alternating pairs
+    assert slow > fast
+    with pytest.raises(ValueError, match="repeats"):
+        paired_median_times(lambda: None, lambda: None, repeats=0)

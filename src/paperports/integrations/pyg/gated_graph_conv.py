@@ -1,0 +1,279 @@
+r"""The gated graph convolution of GG-NN (Li et al. 2016), with edge types and directions."""
+
+# No `from __future__ import annotations`: PyG's TorchScript templates read real annotations.
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn.conv import MessagePassing
+from torch_geometric.typing import Adj, OptTensor
+from torch_geometric.utils import to_edge_index
+
+from paperports.integrations.pyg.gru import PaperGRUCell
+
+# No __all__: PyG's generated `propagate` star-imports this module for its type names.
+
+_LINEAR_AGGRS = ("add", "sum", "mean")
+
+
+def _as_edge_index(adj: Adj, edge_weight: OptTensor) -> tuple[Tensor, OptTensor]:
+    """A sparse adjacency (transposed, as PyG's: entry ``[i, j]`` is the edge ``j -> i``)
+    as ``edge_index`` and, unless all ones, its values as edge weights."""
+    if isinstance(adj, Tensor) and adj.layout == torch.strided:
+        return adj, edge_weight
+    (target, source), values = to_edge_index(adj)
+    if edge_weight is None and not bool((values == 1).all()):
+        edge_weight = values
+    return torch.stack([source, target]), edge_weight
+
+
+class GatedGraphConv(MessagePassing):
+    r"""The gated graph convolution from the `"Gated Graph Sequence Neural Networks"
+    <https://arxiv.org/abs/1511.05493>`_ paper (Li, Tarlow, Brockschmidt, Zemel, ICLR 2016),
+    with the paper's edge types and edge directions:
+
+    .. math::
+        \mathbf{h}_v^{(1)} &= \mathbf{x}_v \, \Vert \, \mathbf{0}
+
+        \mathbf{a}_v^{(t)} &= \sum_{(u \to v) \in \mathcal{E}_k} \mathbf{W}_\text{in}^{k}
+            \mathbf{h}_u^{(t-1)} + \sum_{(v \to u) \in \mathcal{E}_k}
+            \mathbf{W}_\text{out}^{k} \mathbf{h}_u^{(t-1)} + \mathbf{b}
+
+        \mathbf{h}_v^{(t)} &= \mathrm{GRU}(\mathbf{a}_v^{(t)}, \mathbf{h}_v^{(t-1)})
+
+    for :math:`t = 1 \dots T` (``num_layers``): one weight per edge type :math:`k` and per
+    direction, shared across the :math:`T` steps; the GRU is the paper's
+    (:class:`~paperports.integrations.pyg.PaperGRUCell`, reset gate before :math:`\mathbf{U}`)
+    or :class:`torch.nn.GRUCell`.
+
+    With ``num_edge_types=1, bidirectional=False, share_weights=False, gru="torch"`` the
+    layer computes what :class:`torch_geometric.nn.GatedGraphConv` computes and loads its
+    state dict (the propagation bias, which PyG's layer lacks, is then zero; pass
+    ``propagation_bias=False`` to leave it out altogether).
+
+    Messages are summed per (edge type, direction) and then transformed, one matrix product
+    for all of them, instead of transforming every edge; for ``aggr="add"`` or ``"mean"``
+    (averaged within each edge type and direction, the R-GCN convention) that is the same
+    sum. Other aggregations (``"max"``, ``"min"``, ...) transform first, then aggregate.
+
+    Args:
+        out_channels (int): Size of the node states :math:`\mathbf{h}_v`.
+        num_layers (int): The number of propagation steps :math:`T`.
+        num_edge_types (int, optional): The number of edge types :math:`K`.
+            (default: :obj:`1`)
+        bidirectional (bool, optional): Also pass messages against the edge direction, with
+            separate weights :math:`\mathbf{W}_\text{out}^{k}`. (default: :obj:`True`)
+        share_weights (bool, optional): One set of propagation weights for all :math:`T`
+            steps, as in the paper; :obj:`False` gives each step its own, as PyG's layer.
+            (default: :obj:`True`)
+        aggr (str, optional): The aggregation scheme (:obj:`"add"`, :obj:`"mean"`,
+            :obj:`"max"`, ...). (default: :obj:`"add"`)
+        bias (bool, optional): Learn the GRU biases. (default: :obj:`True`)
+        gru (str, optional): :obj:`"paper"` or :obj:`"torch"`. (default: :obj:`"paper"`)
+        propagation_bias (bool, optional): Learn the bias :math:`\mathbf{b}` of
+            :math:`\mathbf{a}_v` (zero-initialised). (default: :obj:`True`)
+        **kwargs (optional): Additional arguments of
+            :class:`torch_geometric.nn.conv.MessagePassing`.
+
+    Shapes:
+        - **input:**
+          node features (annotations) :math:`(|\mathcal{V}|, F_{in})` with
+          :math:`F_{in} \le` ``out_channels``,
+          edge indices :math:`(2, |\mathcal{E}|)` or a sparse adjacency (transposed, as in
+          PyG),
+          edge types :math:`(|\mathcal{E}|)` *(optional)*,
+          edge weights :math:`(|\mathcal{E}|)` *(optional)*
+        - **output:** node features :math:`(|\mathcal{V}|, \text{out\_channels})`
+    """
+
+    def __init__(
+        self,
+        out_channels: int,
+        num_layers: int,
+        num_edge_types: int = 1,
+        bidirectional: bool = True,
+        share_weights: bool = True,
+        aggr: str = "add",
+        bias: bool = True,
+        gru: str = "paper",
+        propagation_bias: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        for name, value in [
+            ("out_channels", out_channels),
+            ("num_layers", num_layers),
+            ("num_edge_types", num_edge_types),
+        ]:
+            if value < 1:
+                raise ValueError(f"GatedGraphConv: {name} must be >= 1, got {value}")
+        if gru not in ("paper", "torch"):
+            raise ValueError(f"GatedGraphConv: gru must be 'paper' or 'torch', got {gru!r}")
+        super().__init__(aggr=aggr, **kwargs)
+        self.out_channels = out_channels
+        self.num_layers = num_layers
+        self.num_edge_types = num_edge_types
+        self.bidirectional = bidirectional
+        self.share_weights = share_weights
+        self.gru = gru
+        self.num_slots = num_edge_types * (2 if bidirectional else 1)
+        self.num_weight_sets = 1 if share_weights else num_layers
+        self.aggregate_first = isinstance(aggr, str) and aggr in _LINEAR_AGGRS
+        self.weight = nn.Parameter(
+            torch.empty(self.num_weight_sets * self.num_slots, out_channels, out_channels)
+        )
+        if propagation_bias:
+            self.propagation_bias: OptTensor = nn.Parameter(
+                torch.empty(self.num_weight_sets, out_channels)
+            )
+        else:
+            self.register_parameter("propagation_bias", None)
+        self.rnn: nn.Module = (
+            PaperGRUCell(out_channels, out_channels, bias=bias)
+            if gru == "paper"
+            else nn.GRUCell(out_channels, out_channels, bias=bias)
+        )
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        super().reset_parameters()
+        bound = 1.0 / self.out_channels**0.5
+        nn.init.uniform_(self.weight, -bound, bound)  # as PyG's layer
+        if self.propagation_bias is not None:
+            nn.init.zeros_(self.propagation_bias)
+        self.rnn.reset_parameters()  # type: ignore[operator]
+
+    def _load_from_state_dict(
+        self, state_dict: dict[str, Any], prefix: str, *args: Any, **kwargs: Any
+    ) -> None:
+        # A state dict of torch_geometric.nn.GatedGraphConv has no propagation bias: zero.
+        key = prefix + "propagation_bias"
+        if (
+            self.propagation_bias is not None
+            and key not in state_dict
+            and prefix + "rnn.weight_ih" in state_dict
+        ):
+            state_dict[key] = torch.zeros_like(self.propagation_bias)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Adj,
+        edge_type: OptTensor = None,
+        edge_weight: OptTensor = None,
+    ) -> Tensor:
+        """Run the ``num_layers`` propagation steps.
+
+        Args:
+            x: Node annotations ``(num_nodes, F_in)``, ``F_in <= out_channels``; zero-padded
+                to ``out_channels`` as the initial state.
+            edge_index: ``(2, num_edges)`` source and target indices, or a sparse adjacency
+                (``torch.sparse`` or ``SparseTensor``, transposed as in PyG: entry
+                ``[i, j]`` is the edge ``j -> i``; its values act as edge weights).
+            edge_type: ``(num_edges,)`` integer types in ``[0, num_edge_types)``; needed when
+                ``num_edge_types > 1``.
+            edge_weight: Optional ``(num_edges,)`` weights multiplying the messages.
+        """
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
+        assert isinstance(edge_index, Tensor)
+        num_nodes = x.size(0)
+        if not torch.jit.is_scripting() and not torch.compiler.is_compiling():  # type: ignore[attr-defined]
+            self._check_inputs(x, edge_index, edge_type, edge_weight)
+        if x.size(-1) < self.out_channels:
+            x = torch.cat([x, x.new_zeros(num_nodes, self.out_channels - x.size(-1))], dim=1)
+
+        src, dst = edge_index[0], edge_index[1]
+        slot = edge_type if edge_type is not None else torch.zeros_like(src)
+        if self.bidirectional:  # v -> u also carries a message to v, with W_out
+            src, dst = torch.cat([src, dst]), torch.cat([dst, src])
+            slot = torch.cat([slot, slot + self.num_edge_types])
+            if edge_weight is not None:
+                edge_weight = torch.cat([edge_weight, edge_weight])
+        slots = self.num_slots
+        if self.aggregate_first:  # sum h_u per (node, slot), then one matrix product
+            index = torch.stack([src, dst * slots + slot])
+            size = (num_nodes, num_nodes * slots)
+        else:  # transform h_u per slot, then aggregate per node
+            index = torch.stack([src * slots + slot, dst])
+            size = (num_nodes * slots, num_nodes)
+
+        h = x
+        for t in range(self.num_layers):
+            s = 0 if self.share_weights else t
+            weight = self.weight[s * slots : (s + 1) * slots]
+            if self.aggregate_first:
+                # propagate_type: (x: Tensor, edge_weight: OptTensor)
+                summed = self.propagate(index, x=h, edge_weight=edge_weight, size=size)
+                a = summed.view(num_nodes, slots * self.out_channels) @ weight.reshape(
+                    slots * self.out_channels, self.out_channels
+                )
+            else:
+                transformed = torch.einsum("nc,scd->nsd", h, weight).reshape(
+                    num_nodes * slots, self.out_channels
+                )
+                a = self.propagate(index, x=transformed, edge_weight=edge_weight, size=size)
+            if self.propagation_bias is not None:
+                a = a + self.propagation_bias[s]
+            h = self.rnn(a, h)
+        return h
+
+    def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
+        return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+    @torch.jit.unused
+    def _check_inputs(
+        self, x: Tensor, edge_index: Tensor, edge_type: OptTensor, edge_weight: OptTensor
+    ) -> None:
+        if x.dim() != 2:
+            raise ValueError(f"x must be (num_nodes, channels), got shape {tuple(x.shape)}")
+        if x.size(-1) > self.out_channels:
+            raise ValueError(
+                f"x has {x.size(-1)} channels, more than out_channels ({self.out_channels}): "
+                "annotations are zero-padded up to the state size, never cut"
+            )
+        if edge_index.dim() != 2 or edge_index.size(0) != 2:
+            raise ValueError(
+                f"edge_index must be (2, num_edges), got shape {tuple(edge_index.shape)}"
+            )
+        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
+            raise TypeError(f"edge_index must hold integer node indices, got {edge_index.dtype}")
+        num_nodes, num_edges = x.size(0), edge_index.size(1)
+        if num_edges and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
+            raise ValueError(
+                f"edge_index must lie in [0, {num_nodes}) (the number of nodes in x); got "
+                f"values in [{int(edge_index.min())}, {int(edge_index.max())}]"
+            )
+        if edge_type is None:
+            if self.num_edge_types > 1:
+                raise ValueError(
+                    f"edge_type is required: this layer has num_edge_types="
+                    f"{self.num_edge_types}; pass a (num_edges,) tensor of types"
+                )
+        else:
+            if edge_type.dim() != 1 or edge_type.numel() != num_edges:
+                raise ValueError(
+                    f"edge_type must be (num_edges,) = ({num_edges},), got shape "
+                    f"{tuple(edge_type.shape)}"
+                )
+            if edge_type.dtype.is_floating_point or edge_type.dtype == torch.bool:
+                raise TypeError(f"edge_type must hold integer types, got {edge_type.dtype}")
+            if num_edges and (
+                int(edge_type.min()) < 0 or int(edge_type.max()) >= self.num_edge_types
+            ):
+                raise ValueError(
+                    f"edge_type must lie in [0, {self.num_edge_types}) (num_edge_types); got "
+                    f"values in [{int(edge_type.min())}, {int(edge_type.max())}]"
+                )
+        if edge_weight is not None and edge_weight.numel() != num_edges:
+            raise ValueError(
+                f"edge_weight must be (num_edges,) = ({num_edges},), got shape "
+                f"{tuple(edge_weight.shape)}"
+            )
+
+    def __repr__(self) -> str:
+        return (
+            f"{self.__class__.__name__}({self.out_channels}, num_layers={self.num_layers}, "
+            f"num_edge_types={self.num_edge_types}, bidirectional={self.bidirectional}, "
+            f"share_weights={self.share_weights}, gru={self.gru!r})"
+        )

@@ -1,0 +1,263 @@
+r"""GG-NN and GGS-NN (Li et al. 2016): the propagation model with its output models."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch_geometric.data import Batch, Data
+
+from paperports.integrations.pyg.gated_graph_conv import GatedGraphConv
+from paperports.integrations.pyg.readouts import GatedGraphReadout, NodeSelection
+
+__all__ = ["GGNN", "GGSNN"]
+
+_TASKS = ("graph", "node", "node_selection")
+
+
+def _graph_args(data: Data | Batch) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, int]:
+    """``x, edge_index, edge_type, batch, ptr, num_graphs`` of a ``Data`` or ``Batch``."""
+    x = data.x
+    if x is None or data.edge_index is None:
+        raise ValueError("the graph needs node annotations `x` and an `edge_index`")
+    x = x.float()
+    batch = getattr(data, "batch", None)
+    if batch is None:
+        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+    ptr = getattr(data, "ptr", None)
+    if ptr is None:
+        counts = torch.bincount(batch)
+        ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+    num_graphs = ptr.numel() - 1
+    return x, data.edge_index, getattr(data, "edge_type", None), batch, ptr, num_graphs
+
+
+def _output_model(
+    task: str, in_channels: int, hidden_channels: int, out_channels: int
+) -> tuple[nn.Module, nn.Module | None]:
+    """The output model and, for graph outputs, the classifier on the readout."""
+    if task not in _TASKS:
+        raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
+    if task == "graph":
+        readout = GatedGraphReadout(in_channels, hidden_channels)
+        return readout, nn.Linear(hidden_channels, out_channels)
+    if task == "node":
+        return nn.Linear(in_channels, out_channels), None
+    return NodeSelection(in_channels), None
+
+
+class GGNN(nn.Module):
+    r"""A gated graph neural network (Li et al. 2016, section 3): node states initialised
+    from the annotations, ``num_layers`` steps of :class:`GatedGraphConv`, then an output
+    model on :math:`[\mathbf{h}_v^{(T)}, \mathbf{x}_v]`:
+
+    - ``task="graph"``: :class:`GatedGraphReadout` (to ``hidden_channels``) then a linear
+      layer: logits per graph
+      ``(num_graphs, out_channels)`` (for example a yes/no answer);
+    - ``task="node"``: a linear layer per node, ``(num_nodes, out_channels)``;
+    - ``task="node_selection"``: :class:`NodeSelection`, log-probabilities over the nodes
+      of each graph, ``(num_nodes,)`` (the bAbI answers that are an entity).
+
+    ``forward`` takes a PyG ``Data`` or ``Batch`` with ``x`` (annotations), ``edge_index``
+    and, for several edge types, ``edge_type``.
+
+    Args:
+        annotation_channels (int): Size of the annotations :math:`\mathbf{x}_v`.
+        hidden_channels (int): Size of the node states; at least ``annotation_channels``.
+        num_layers (int): Propagation steps :math:`T`.
+        num_edge_types (int, optional): Edge types. (default: :obj:`1`)
+        task (str, optional): ``"graph"``, ``"node"`` or ``"node_selection"``.
+            (default: :obj:`"graph"`)
+        out_channels (int, optional): Classes for ``"graph"`` and ``"node"``.
+            (default: :obj:`2`)
+        **conv_kwargs: Further arguments of :class:`GatedGraphConv` (``bidirectional``,
+            ``gru``, ``aggr``, ...).
+    """
+
+    def __init__(
+        self,
+        annotation_channels: int,
+        hidden_channels: int,
+        num_layers: int,
+        num_edge_types: int = 1,
+        task: str = "graph",
+        out_channels: int = 2,
+        **conv_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if hidden_channels < annotation_channels:
+            raise ValueError(
+                f"hidden_channels ({hidden_channels}) must be >= annotation_channels "
+                f"({annotation_channels}): the annotations are padded into the state"
+            )
+        self.task = task
+        self.conv = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
+        width = hidden_channels + annotation_channels
+        self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
+
+    def forward(self, data: Data | Batch) -> Tensor:
+        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data)
+        h = self.conv(x, edge_index, edge_type)
+        hx = torch.cat([h, x], dim=-1)
+        if self.task == "graph":
+            assert self.classifier is not None
+            out: Tensor = self.classifier(self.output(hx, batch, dim_size=num_graphs))
+            return out
+        if self.task == "node":
+            out = self.output(hx)
+            return out
+        out = self.output(hx, batch, ptr, num_graphs)
+        return out
+
+    def loss(self, out: Tensor, data: Data | Batch) -> Tensor:
+        """The task's loss against ``data.y``: cross-entropy per graph or per node; for node
+        selection, the NLL of the target node (``data.y``: its index within its graph)."""
+        if self.task == "node_selection":
+            _, _, _, _, ptr, _ = _graph_args(data)
+            return NodeSelection.loss(out, data.y.view(-1), ptr)
+        return F.cross_entropy(out, data.y.view(-1))
+
+    def predict(self, out: Tensor, data: Data | Batch) -> Tensor:
+        """The predicted class per graph / node, or the selected node of each graph."""
+        if self.task == "node_selection":
+            _, _, _, batch, _, num_graphs = _graph_args(data)
+            return NodeSelection.predict(out, batch, num_graphs)
+        return out.argmax(-1)
+
+
+class GGSNN(nn.Module):
+    r"""A gated graph *sequence* neural network (Li et al. 2016, section 4): a sequence of
+    outputs :math:`o^{(1)} \dots o^{(K)}`. At step :math:`k` the node states start from the
+    annotations :math:`\mathcal{X}^{(k)}`; :math:`\mathcal{F}_o` propagates and predicts
+    :math:`o^{(k)}`, and :math:`\mathcal{F}_\mathcal{X}` propagates and predicts the next
+    annotations
+
+    .. math::
+        \mathbf{x}_v^{(k+1)} = \sigma\big(j(\mathbf{h}_v^{(k,T)}, \mathbf{x}_v^{(k)})\big),
+
+    with the propagation shared between the two (``share_propagation=True``) or separate.
+    Trained end to end; when the true intermediate annotations are known they can supervise
+    :math:`\mathcal{F}_\mathcal{X}` and be fed as the next input (teacher forcing), as the
+    paper does for bAbI 19 and the sequence tasks.
+
+    Args:
+        annotation_channels (int): Size of the annotations.
+        hidden_channels (int): Size of the node states.
+        num_layers (int): Propagation steps per output step.
+        num_edge_types (int, optional): Edge types. (default: :obj:`1`)
+        task (str, optional): Output per step: ``"graph"`` (classes per graph, e.g. a
+            direction) or ``"node_selection"`` (a node per graph, e.g. the next node of a
+            path). (default: :obj:`"graph"`)
+        out_channels (int, optional): Classes for ``"graph"``. (default: :obj:`2`)
+        share_propagation (bool, optional): One propagation model for
+            :math:`\mathcal{F}_o` and :math:`\mathcal{F}_\mathcal{X}`. (default: :obj:`True`)
+        **conv_kwargs: Further arguments of :class:`GatedGraphConv`.
+    """
+
+    def __init__(
+        self,
+        annotation_channels: int,
+        hidden_channels: int,
+        num_layers: int,
+        num_edge_types: int = 1,
+        task: str = "graph",
+        out_channels: int = 2,
+        share_propagation: bool = True,
+        **conv_kwargs: Any,
+    ) -> None:
+        super().__init__()
+        if task not in ("graph", "node_selection"):
+            raise ValueError(f"GGSNN task must be 'graph' or 'node_selection', got {task!r}")
+        if hidden_channels < annotation_channels:
+            raise ValueError(
+                f"hidden_channels ({hidden_channels}) must be >= annotation_channels "
+                f"({annotation_channels})"
+            )
+        self.task = task
+        self.annotation_channels = annotation_channels
+        self.conv_o = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
+        self.conv_x = (
+            None
+            if share_propagation
+            else GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
+        )
+        width = hidden_channels + annotation_channels
+        self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
+        self.annotation = nn.Linear(width, annotation_channels)  # j
+
+    def forward(
+        self,
+        data: Data | Batch,
+        num_steps: int,
+        annotations: list[Tensor] | None = None,
+    ) -> tuple[list[Tensor], list[Tensor]]:
+        """Run ``num_steps`` output steps.
+
+        Args:
+            data: Graphs with the first annotations ``x`` (``X^(1)``).
+            num_steps: Outputs to produce, ``K``.
+            annotations: Optional true annotations ``X^(2) .. X^(K)`` (each
+                ``(num_nodes, annotation_channels)``), fed as the next input instead of the
+                predicted ones (teacher forcing).
+
+        Returns:
+            ``(outputs, predicted_annotations)``: ``K`` outputs (logits per graph, or
+            log-probabilities per node) and the ``K - 1`` predicted annotation
+            probabilities :math:`\\mathcal{X}^{(2)} \\dots \\mathcal{X}^{(K)}`.
+        """
+        if num_steps < 1:
+            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        if annotations is not None and len(annotations) != num_steps - 1:
+            raise ValueError(
+                f"annotations must hold the {num_steps - 1} true annotations X^(2)..X^(K), "
+                f"got {len(annotations)}"
+            )
+        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data)
+        outputs: list[Tensor] = []
+        predicted: list[Tensor] = []
+        for k in range(num_steps):
+            h = self.conv_o(x, edge_index, edge_type)
+            hx = torch.cat([h, x], dim=-1)
+            if self.task == "graph":
+                assert self.classifier is not None
+                outputs.append(self.classifier(self.output(hx, batch, dim_size=num_graphs)))
+            else:
+                outputs.append(self.output(hx, batch, ptr, num_graphs))
+            if k == num_steps - 1:
+                break
+            if self.conv_x is not None:
+                hx = torch.cat([self.conv_x(x, edge_index, edge_type), x], dim=-1)
+            next_x = torch.sigmoid(self.annotation(hx))
+            predicted.append(next_x)
+            x = annotations[k].float() if annotations is not None else next_x
+        return outputs, predicted
+
+    def loss(
+        self,
+        outputs: list[Tensor],
+        targets: Tensor,
+        data: Data | Batch,
+        predicted: list[Tensor] | None = None,
+        annotations: list[Tensor] | None = None,
+    ) -> Tensor:
+        """Sum over steps of the output loss (``targets``: ``(num_graphs, K)``, a class or a
+        within-graph node index per step), plus the binary cross-entropy of the predicted
+        annotations against the true ones when both are given."""
+        _, _, _, _, ptr, num_graphs = _graph_args(data)
+        if targets.shape != (num_graphs, len(outputs)):
+            raise ValueError(
+                f"targets must be (num_graphs, num_steps) = ({num_graphs}, {len(outputs)}), "
+                f"got {tuple(targets.shape)}"
+            )
+        total = outputs[0].new_zeros(())
+        for k, out in enumerate(outputs):
+            if self.task == "graph":
+                total = total + F.cross_entropy(out, targets[:, k])
+            else:
+                total = total + NodeSelection.loss(out, targets[:, k], ptr)
+        if predicted is not None and annotations is not None:
+            for p, a in zip(predicted, annotations, strict=True):
+                total = total + F.binary_cross_entropy(p, a.float())
+        return total

@@ -1,0 +1,133 @@
+r"""The output models of GG-NN (Li et al. 2016, section 3.3): graph-level gated readout and
+node selection, in PyG's aggregation style (``index`` / ``ptr`` / ``dim_size``)."""
+
+import torch
+from torch import Tensor, nn
+from torch_geometric.nn.aggr import Aggregation
+from torch_geometric.utils import softmax
+
+# No __all__ here either: keep the module importable the way PyG's templates expect.
+
+
+class GatedGraphReadout(Aggregation):
+    r"""The graph-level representation of GG-NN (Li et al. 2016, eq. 7):
+
+    .. math::
+        \mathbf{h}_\mathcal{G} = \tanh\left( \sum_{v \in \mathcal{V}}
+        \sigma\big(i(\mathbf{h}_v^{(T)}, \mathbf{x}_v)\big) \odot
+        \tanh\big(j(\mathbf{h}_v^{(T)}, \mathbf{x}_v)\big) \right)
+
+    where :math:`\sigma(i(\cdot))` is a soft attention deciding which nodes matter and
+    :math:`i, j` are linear maps of the concatenation :math:`[\mathbf{h}_v^{(T)},
+    \mathbf{x}_v]` (pass that concatenation as ``x``). An :class:`Aggregation`: it reduces
+    the nodes of each graph of a batch, given ``index`` (``batch``) or ``ptr``.
+
+    Args:
+        in_channels (int): Size of :math:`[\mathbf{h}_v^{(T)}, \mathbf{x}_v]`.
+        out_channels (int): Size of :math:`\mathbf{h}_\mathcal{G}`.
+
+    Shapes:
+        - **input:** node features :math:`(|\mathcal{V}|, F_{in})`, batch vector
+          :math:`(|\mathcal{V}|)` *(optional)*
+        - **output:** graph features :math:`(|\mathcal{G}|, F_{out})`
+    """
+
+    def __init__(self, in_channels: int, out_channels: int) -> None:
+        super().__init__()
+        if in_channels < 1 or out_channels < 1:
+            raise ValueError(
+                f"GatedGraphReadout: in_channels and out_channels must be >= 1, got "
+                f"{in_channels} and {out_channels}"
+            )
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.i = nn.Linear(in_channels, out_channels)
+        self.j = nn.Linear(in_channels, out_channels)
+
+    def reset_parameters(self) -> None:
+        self.i.reset_parameters()
+        self.j.reset_parameters()
+
+    def forward(
+        self,
+        x: Tensor,
+        index: Tensor | None = None,
+        ptr: Tensor | None = None,
+        dim_size: int | None = None,
+        dim: int = -2,
+        max_num_elements: int | None = None,
+    ) -> Tensor:
+        if x.size(-1) != self.in_channels:
+            raise ValueError(
+                f"GatedGraphReadout expects {self.in_channels} channels ([h_v, x_v]), got "
+                f"{x.size(-1)}"
+            )
+        gated = torch.sigmoid(self.i(x)) * torch.tanh(self.j(x))
+        return torch.tanh(self.reduce(gated, index, ptr, dim_size, dim, reduce="sum"))
+
+    def __repr__(self) -> str:
+        return f"{self.__class__.__name__}({self.in_channels}, {self.out_channels})"
+
+
+class NodeSelection(nn.Module):
+    r"""Node selection of GG-NN (Li et al. 2016, section 3.3): a score
+    :math:`o_v = g(\mathbf{h}_v^{(T)}, \mathbf{x}_v)` per node, turned into a distribution
+    over the nodes *of each graph* by a softmax within the graph:
+
+    .. math::
+        p(v \mid \mathcal{G}) = \frac{\exp o_v}{\sum_{u \in \mathcal{G}} \exp o_u}
+
+    ``forward`` returns the log-probabilities; :meth:`loss` is the negative log-likelihood
+    of one target node per graph, and :meth:`predict` the arg-max node of each graph.
+
+    Args:
+        in_channels (int): Size of :math:`[\mathbf{h}_v^{(T)}, \mathbf{x}_v]`.
+        hidden_channels (int, optional): Hidden size of :math:`g`, a one-hidden-layer MLP;
+            :obj:`None` makes :math:`g` linear. (default: :obj:`None`)
+    """
+
+    def __init__(self, in_channels: int, hidden_channels: int | None = None) -> None:
+        super().__init__()
+        if hidden_channels is None:
+            self.g: nn.Module = nn.Linear(in_channels, 1)
+        else:
+            self.g = nn.Sequential(
+                nn.Linear(in_channels, hidden_channels), nn.Tanh(), nn.Linear(hidden_channels, 1)
+            )
+
+    def forward(
+        self,
+        x: Tensor,
+        index: Tensor | None = None,
+        ptr: Tensor | None = None,
+        num_graphs: int | None = None,
+    ) -> Tensor:
+        """Per-node log-probabilities ``(num_nodes,)``, normalised within each graph."""
+        scores: Tensor = self.g(x).squeeze(-1)
+        if index is None and ptr is None:
+            return scores.log_softmax(dim=0)
+        probs: Tensor = softmax(scores, index, ptr, num_nodes=num_graphs)
+        return torch.log(probs.clamp_min(1e-30))
+
+    @staticmethod
+    def loss(log_probs: Tensor, target: Tensor, ptr: Tensor) -> Tensor:
+        """Mean negative log-likelihood of ``target`` (one node per graph, as an index
+        *within* its graph) under ``log_probs``; ``ptr`` are the graphs' node offsets."""
+        if target.numel() != ptr.numel() - 1:
+            raise ValueError(
+                f"target must hold one node per graph ({ptr.numel() - 1}), got {target.numel()}"
+            )
+        return -log_probs[ptr[:-1] + target].mean()
+
+    @staticmethod
+    def predict(log_probs: Tensor, index: Tensor, num_graphs: int) -> Tensor:
+        """The selected node of each graph, as an index within its graph."""
+        from torch_geometric.utils import scatter
+
+        best = scatter(log_probs, index, dim=0, dim_size=num_graphs, reduce="max")
+        is_best = log_probs >= best[index]
+        position = torch.arange(log_probs.numel(), device=log_probs.device)
+        first = torch.full((num_graphs,), log_probs.numel(), device=log_probs.device)
+        first = first.scatter_reduce(0, index[is_best], position[is_best], reduce="amin")
+        starts: Tensor = scatter(position, index, dim=0, dim_size=num_graphs, reduce="min")
+        return first - starts

@@ -1,0 +1,217 @@
+"""GatedGraphConv: the paper's equations, PyG equivalence, batching, symmetry, bad input."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch_geometric
+from torch import Tensor
+from torch_geometric.data import Batch, Data
+from torch_geometric.utils import to_torch_csr_tensor
+
+from paperports.integrations.pyg import GatedGraphConv, PaperGRUCell
+
+
+def graph(seed: int = 0, nodes: int = 7, edges: int = 12, types: int = 3) -> tuple[Tensor, ...]:
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(nodes, 3, generator=g)
+    edge_index = torch.randint(0, nodes, (2, edges), generator=g)
+    edge_type = torch.randint(0, types, (edges,), generator=g)
+    return x, edge_index, edge_type
+
+
+def paper_gru(cell: PaperGRUCell, a: Tensor, h: Tensor) -> Tensor:
+    """Equations (4)-(6) of the paper, one gate at a time."""
+    size = cell.hidden_size
+    w_ih, w_hh = cell.weight_ih, cell.weight_hh
+    b_ih, b_hh = cell.bias_ih, cell.bias_hh
+    assert b_ih is not None and b_hh is not None
+    r_w, z_w, n_w = (slice(i * size, (i + 1) * size) for i in range(3))
+    r = torch.sigmoid(a @ w_ih[r_w].T + b_ih[r_w] + h @ w_hh[r_w].T + b_hh[r_w])
+    z = torch.sigmoid(a @ w_ih[z_w].T + b_ih[z_w] + h @ w_hh[z_w].T + b_hh[z_w])
+    candidate = torch.tanh(a @ w_ih[n_w].T + b_ih[n_w] + (r * h) @ w_hh[n_w].T + b_hh[n_w])
+    return (1 - z) * h + z * candidate
+
+
+def dense_reference(
+    conv: GatedGraphConv, x: Tensor, edge_index: Tensor, edge_type: Tensor
+) -> Tensor:
+    """Adjacency matrices per type and direction, as the paper's A = [A_in, A_out]."""
+    n, k, c = x.size(0), conv.num_edge_types, conv.out_channels
+    a_in = torch.zeros(k, n, n)
+    for (u, v), t in zip(edge_index.T.tolist(), edge_type.tolist(), strict=True):
+        a_in[t, v, u] += 1.0  # v receives from u along u -> v
+    h = torch.cat([x, torch.zeros(n, c - x.size(1))], dim=1)
+    for _ in range(conv.num_layers):
+        a = sum(a_in[t] @ h @ conv.weight[t] for t in range(k))
+        a = a + sum(a_in[t].T @ h @ conv.weight[k + t] for t in range(k))
+        a = a + conv.propagation_bias[0]
+        assert isinstance(conv.rnn, PaperGRUCell)
+        h = paper_gru(conv.rnn, a, h)
+    return h
+
+
+def test_equations_against_a_dense_computation() -> None:
+    torch.manual_seed(0)
+    x, edge_index, edge_type = graph()
+    conv = GatedGraphConv(8, num_layers=3, num_edge_types=3)
+    torch.nn.init.normal_(conv.propagation_bias)  # a non-zero bias is part of the check
+    torch.testing.assert_close(
+        conv(x, edge_index, edge_type), dense_reference(conv, x, edge_index, edge_type)
+    )
+
+
+def test_paper_gru_differs_from_torch_gru_only_in_the_reset_placement() -> None:
+    torch.manual_seed(1)
+    paper = PaperGRUCell(5, 6)
+    a, h = torch.randn(4, 5), torch.randn(4, 6)
+    torch.testing.assert_close(paper(a, h), paper_gru(paper, a, h))
+    torch_cell = torch.nn.GRUCell(5, 6)
+    torch_cell.load_state_dict(paper.state_dict())
+    assert (paper(a, h) - torch_cell(a, h)).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean", "max"])
+def test_pyg_settings_compute_and_load_what_pyg_gated_graph_conv_does(aggr: str) -> None:
+    torch.manual_seed(2)
+    x, edge_index, _ = graph()
+    weight = torch.rand(edge_index.size(1))
+    theirs = torch_geometric.nn.GatedGraphConv(8, num_layers=3, aggr=aggr)
+    ours = GatedGraphConv(
+        8, 3, num_edge_types=1, bidirectional=False, share_weights=False, aggr=aggr, gru="torch"
+    )
+    ours.load_state_dict(theirs.state_dict())  # strict: every key matches
+    torch.testing.assert_close(ours(x, edge_index), theirs(x, edge_index))
+    torch.testing.assert_close(
+        ours(x, edge_index, edge_weight=weight), theirs(x, edge_index, weight)
+    )
+    lean = GatedGraphConv(
+        8,
+        3,
+        bidirectional=False,
+        share_weights=False,
+        aggr=aggr,
+        gru="torch",
+        propagation_bias=False,
+    )
+    assert set(lean.state_dict()) == set(theirs.state_dict())
+
+
+def test_sparse_adjacency_gives_the_same_as_edge_index() -> None:
+    torch.manual_seed(3)
+    x, edge_index, _ = graph()
+    edge_index = torch_geometric.utils.coalesce(edge_index)
+    conv = GatedGraphConv(8, 2, bidirectional=True)
+    adj_t = to_torch_csr_tensor(edge_index.flip(0), size=(7, 7))  # transposed, as PyG's
+    torch.testing.assert_close(conv(x, adj_t), conv(x, edge_index))
+
+
+def test_a_batch_gives_what_each_graph_gives_alone() -> None:
+    torch.manual_seed(4)
+    conv = GatedGraphConv(8, 3, num_edge_types=3).eval()
+    graphs = []
+    for seed, nodes in [(0, 5), (1, 9), (2, 1)]:
+        x, edge_index, edge_type = graph(seed, nodes=nodes, edges=2 * nodes)
+        graphs.append(Data(x=x, edge_index=edge_index, edge_type=edge_type))
+    batch = Batch.from_data_list(graphs)
+    together = conv(batch.x, batch.edge_index, batch.edge_type)
+    for i, g in enumerate(graphs):
+        alone = conv(g.x, g.edge_index, g.edge_type)
+        torch.testing.assert_close(together[batch.ptr[i] : batch.ptr[i + 1]], alone)
+
+
+def test_permutation_equivariance() -> None:
+    torch.manual_seed(5)
+    x, edge_index, edge_type = graph()
+    conv = GatedGraphConv(8, 3, num_edge_types=3)
+    perm = torch.randperm(7)
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(7)
+    permuted = conv(x[perm], inverse[edge_index], edge_type)
+    torch.testing.assert_close(permuted, conv(x, edge_index, edge_type)[perm])
+
+
+def test_edge_types_and_directions_matter() -> None:
+    torch.manual_seed(6)
+    x, edge_index, edge_type = graph()
+    conv = GatedGraphConv(8, 2, num_edge_types=3)
+    base = conv(x, edge_index, edge_type)
+    retyped = edge_type.clone()
+    retyped[0] = (retyped[0] + 1) % 3
+    assert (conv(x, edge_index, retyped) - base).abs().max() > 1e-4
+    reversed_ = edge_index.clone()
+    reversed_[:, 0] = edge_index[:, 0].flip(0)
+    if edge_index[0, 0] != edge_index[1, 0]:
+        assert (conv(x, reversed_, edge_type) - base).abs().max() > 1e-4
+    # Unidirectional: a node with no incoming edge only sees its own annotation.
+    one_way = GatedGraphConv(8, 2, bidirectional=False)
+    chain = torch.tensor([[0, 1], [1, 2]])
+    x3 = torch.randn(3, 2)
+    changed = x3.clone()
+    changed[2] += 1.0  # the end of the chain: nothing flows back to node 0
+    torch.testing.assert_close(one_way(x3, chain)[0], one_way(changed, chain)[0])
+    two_way = GatedGraphConv(8, 2, bidirectional=True)
+    assert (two_way(x3, chain)[0] - two_way(changed, chain)[0]).abs().max() > 1e-5
+
+
+def test_graphs_without_edges_and_isolated_nodes() -> None:
+    conv = GatedGraphConv(6, 2, num_edge_types=2)
+    x = torch.randn(4, 3)
+    empty = torch.empty(2, 0, dtype=torch.long)
+    out = conv(x, empty, torch.empty(0, dtype=torch.long))
+    assert out.shape == (4, 6) and torch.isfinite(out).all()
+    # A node without edges evolves from its own state only.
+    out_edges = conv(x, torch.tensor([[0], [1]]), torch.tensor([1]))
+    torch.testing.assert_close(out_edges[3], out[3])
+
+
+def test_weights_are_shared_across_steps_unless_asked() -> None:
+    assert GatedGraphConv(8, 5, num_edge_types=2).weight.shape == (4, 8, 8)
+    assert GatedGraphConv(8, 5, num_edge_types=2, share_weights=False).weight.shape == (20, 8, 8)
+    conv = GatedGraphConv(8, 2)
+    before = conv.weight.detach().clone()
+    conv.reset_parameters()
+    assert not torch.equal(before, conv.weight)
+    assert repr(conv) == (
+        "GatedGraphConv(8, num_layers=2, num_edge_types=1, bidirectional=True, "
+        "share_weights=True, gru='paper')"
+    )
+
+
+def test_torch_compile_without_graph_breaks_and_torch_jit_script() -> None:
+    torch.manual_seed(7)
+    x, edge_index, edge_type = graph()
+    conv = GatedGraphConv(8, 2, num_edge_types=3)
+    expected = conv(x, edge_index, edge_type)
+    compiled = torch.compile(conv, backend="aot_eager", fullgraph=True)
+    torch.testing.assert_close(compiled(x, edge_index, edge_type), expected)
+    scripted = torch.jit.script(conv)
+    torch.testing.assert_close(scripted(x, edge_index, edge_type), expected)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "match"),
+    [
+        (lambda c, x, e, t: c(x, e), ValueError, "edge_type is required"),
+        (lambda c, x, e, t: c(x, e, t + 3), ValueError, r"edge_type must lie in \[0, 3\)"),
+        (lambda c, x, e, t: c(x, e, t[:-1]), ValueError, "edge_type must be"),
+        (lambda c, x, e, t: c(x, e, t.float()), TypeError, "integer types"),
+        (lambda c, x, e, t: c(torch.randn(7, 9), e, t), ValueError, "more than out_channels"),
+        (lambda c, x, e, t: c(x, e.float(), t), TypeError, "integer node indices"),
+        (lambda c, x, e, t: c(x, e + 7, t), ValueError, r"edge_index must lie in \[0, 7\)"),
+        (lambda c, x, e, t: c(x, e[:1], t), ValueError, r"edge_index must be \(2, num_edges\)"),
+        (lambda c, x, e, t: c(x, e, t, torch.ones(3)), ValueError, "edge_weight must be"),
+    ],
+)
+def test_bad_input_is_refused(call, error, match) -> None:  # type: ignore[no-untyped-def]
+    x, edge_index, edge_type = graph()
+    conv = GatedGraphConv(8, 2, num_edge_types=3)
+    with pytest.raises(error, match=match):
+        call(conv, x, edge_index, edge_type)
+
+
+def test_bad_construction_is_refused() -> None:
+    with pytest.raises(ValueError, match="num_edge_types must be >= 1"):
+        GatedGraphConv(8, 2, num_edge_types=0)
+    with pytest.raises(ValueError, match="gru must be"):
+        GatedGraphConv(8, 2, gru="lstm")

@@ -1,0 +1,83 @@
+"""GGNN and GGS-NN on PyG Data / Batch objects: shapes, losses, learning, GGS-NN steps."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch_geometric.data import Batch, Data
+from torch_geometric.loader import DataLoader
+
+from paperports.integrations.pyg import GGNN, GGSNN
+
+
+def chain(n: int, source: int, label: int) -> Data:
+    """A directed chain 0 -> 1 -> ... with one marked node; y: the marked node's successor."""
+    x = torch.zeros(n, 1)
+    x[source] = 1.0
+    edge_index = torch.stack([torch.arange(n - 1), torch.arange(1, n)])
+    return Data(
+        x=x,
+        edge_index=edge_index,
+        edge_type=torch.zeros(n - 1, dtype=torch.long),
+        y=torch.tensor([label]),
+    )
+
+
+def test_shapes_for_each_task() -> None:
+    batch = Batch.from_data_list([chain(4, 0, 1), chain(6, 2, 3)])
+    graph = GGNN(1, 8, 3, task="graph", out_channels=5)
+    assert graph(batch).shape == (2, 5)
+    node = GGNN(1, 8, 3, task="node", out_channels=3)
+    assert node(batch).shape == (10, 3)
+    select = GGNN(1, 8, 3, task="node_selection")
+    out = select(batch)
+    assert out.shape == (10,)
+    torch.testing.assert_close(out[:4].exp().sum(), torch.tensor(1.0))
+    assert select.loss(out, batch).item() > 0
+    assert select.predict(out, batch).shape == (2,)
+    with pytest.raises(ValueError, match="hidden_channels"):
+        GGNN(4, 2, 1)
+    with pytest.raises(ValueError, match="task must be"):
+        GGNN(1, 4, 1, task="edge")
+
+
+def test_node_selection_learns_to_follow_an_edge() -> None:
+    """Select the successor of the marked node: needs one step along the edge direction."""
+    torch.manual_seed(0)
+    data = []
+    for n in range(3, 9):
+        for s in range(n - 1):
+            data.append(chain(n, s, s + 1))
+    model = GGNN(1, 8, 2, task="node_selection")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
+    for _ in range(60):
+        for batch in DataLoader(data, batch_size=16, shuffle=True):
+            optimizer.zero_grad()
+            model.loss(model(batch), batch).backward()
+            optimizer.step()
+    batch = Batch.from_data_list(data)
+    accuracy = (model.predict(model(batch), batch) == batch.y).float().mean()
+    assert accuracy > 0.95
+
+
+def test_ggsnn_steps_teacher_forcing_and_loss() -> None:
+    torch.manual_seed(1)
+    batch = Batch.from_data_list([chain(4, 0, 1), chain(5, 1, 2)])
+    model = GGSNN(1, 6, 2, task="node_selection", share_propagation=False)
+    outputs, predicted = model(batch, num_steps=3)
+    assert len(outputs) == 3 and len(predicted) == 2
+    assert outputs[0].shape == (9,) and predicted[0].shape == (9, 1)
+    truth = [torch.zeros(9, 1), torch.ones(9, 1)]
+    forced, _ = model(batch, num_steps=3, annotations=truth)
+    assert (forced[1] - outputs[1]).abs().max() > 0  # the true X^(2) was fed
+    targets = torch.tensor([[1, 2, 3], [2, 3, 4]])
+    loss = model.loss(outputs, targets, batch, predicted, truth)
+    loss.backward()
+    assert model.conv_x is not None and model.conv_x.weight.grad is not None
+    with pytest.raises(ValueError, match="targets must be"):
+        model.loss(outputs, targets[:, :2], batch)
+    with pytest.raises(ValueError, match="annotations must hold"):
+        model(batch, num_steps=3, annotations=truth[:1])
+    graph_model = GGSNN(1, 6, 2, task="graph", out_channels=4)
+    outputs, _ = graph_model(batch, num_steps=2)
+    assert outputs[1].shape == (2, 4)

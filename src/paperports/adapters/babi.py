@@ -1,0 +1,503 @@
+"""bAbI tasks and the GG-NN paper's sequence tasks as graphs, for GG-NN / GGS-NN (Li et al. 2016).
+
+The paper's encoding (section 5.1): each fact "A rel B" is a directed edge ``A -> B`` of type
+``rel``; the question's arguments are one-hot node annotations (one channel per argument);
+the answer is a node of the graph (node selection), a class of the graph (yes / no), or a
+sequence of either. One model per question type.
+
+Two sources give the same :class:`Story` objects:
+
+- :func:`generate_task`: offline generators for bAbI tasks 4 (two-argument relations), 15
+  (basic deduction), 16 (basic induction), 18 (size reasoning) and 19 (path finding), and the
+  paper's two sequence tasks, shortest path and Eulerian circuit (a random graph plus a
+  distractor component). Sequence lengths are fixed per task (a shortest path of
+  ``PATH_LENGTH`` edges, a cycle of ``CIRCUIT_SIZE`` nodes) so that a batch's outputs align;
+  the paper's vary;
+- :func:`parse_symbolic`: the symbolic format that the paper's own pre-processing writes from
+  the real bAbI files (``src type tgt`` per fact, ``? qtype arg... answer...`` per question,
+  blank lines between stories, 1-based ids), with :func:`parse_dictionary` for its
+  ``name=id`` files.
+
+:func:`to_data` turns a story and one of its questions into a PyG ``Data``;
+:class:`BabiGraphs` is the ``InMemoryDataset`` of one task and question type.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from paperports._imports import require
+
+require("pyg", "torch_geometric", feature="paperports.adapters.babi")
+
+from torch_geometric.data import Data, InMemoryDataset  # noqa: E402
+
+__all__ = [
+    "TASKS",
+    "BabiGraphs",
+    "Question",
+    "Story",
+    "TaskSpec",
+    "generate_task",
+    "parse_dictionary",
+    "parse_symbolic",
+    "to_data",
+]
+
+
+@dataclass(frozen=True)
+class Question:
+    """One question about a story: its type, the argument nodes (annotated, one channel each)
+    and the answer: node ids for node answers, class ids for graph answers; several for a
+    sequence. ``steps`` are the nodes that the annotations move through in a sequence task
+    (the intermediate annotations), when known."""
+
+    type: int
+    args: tuple[int, ...]
+    answer: tuple[int, ...]
+    steps: tuple[int, ...] = ()
+
+
+@dataclass
+class Story:
+    """Facts ``(source, edge type, target)`` over node ids, and questions about them."""
+
+    facts: list[tuple[int, int, int]]
+    questions: list[Question] = field(default_factory=list)
+    names: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What a task's graphs look like."""
+
+    name: str
+    edge_types: tuple[str, ...]
+    question_types: tuple[str, ...]
+    annotation_channels: int
+    answer: str
+    """``"node"`` (select a node), ``"class"`` (classify the graph), ``"node_sequence"`` or
+    ``"class_sequence"``."""
+    classes: tuple[str, ...] = ()
+
+
+DIRECTIONS = ("north", "south", "east", "west")
+PATH_LENGTH = 3
+"""Edges on the unique shortest path of the shortest-path task (its output length)."""
+CIRCUIT_SIZE = 5
+"""Nodes on the cycle of the Eulerian-circuit task."""
+_OPPOSITE = {0: 1, 1: 0, 2: 3, 3: 2}
+_STEP = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}
+
+TASKS: dict[str, TaskSpec] = {
+    "babi4": TaskSpec("two-argument relations", DIRECTIONS, DIRECTIONS, 1, "node"),
+    "babi15": TaskSpec("basic deduction", ("is", "afraid_of"), ("afraid_of",), 1, "node"),
+    "babi16": TaskSpec("basic induction", ("is", "has_color"), ("has_color",), 1, "node"),
+    "babi18": TaskSpec(
+        "size reasoning", ("fits_in", "bigger_than"), ("fits_in",), 2, "class", ("no", "yes")
+    ),
+    "babi19": TaskSpec(
+        "path finding", DIRECTIONS, ("path",), 2, "class_sequence", ("n", "s", "e", "w")
+    ),
+    "shortest_path": TaskSpec("shortest path", ("edge",), ("path",), 2, "node_sequence"),
+    "eulerian": TaskSpec("Eulerian circuit", ("edge",), ("circuit",), 2, "node_sequence"),
+}
+
+_PLACES = ("kitchen", "office", "garden", "hallway", "bathroom", "bedroom")
+_SPECIES = ("mouse", "sheep", "wolf", "cat")
+_NAMES = ("gertrude", "winona", "jessica", "emily")
+_ANIMALS = ("lily", "bernhard", "greg", "julius", "brian")
+_KINDS = ("swan", "lion", "frog", "rhino")
+_COLORS = ("white", "gray", "yellow", "green")
+_OBJECTS = ("box", "chocolate", "chest", "container", "suitcase", "football")
+
+
+def _babi4(rng: random.Random, question_type: int) -> Story:
+    while True:
+        a, b, c = rng.sample(range(len(_PLACES)), 3)
+        r1, r2 = rng.sample(range(4), 2)
+        facts = [(a, r1, b), (c, r2, b) if rng.random() < 0.5 else (b, r2, c)]
+        # what the facts imply: X r Y, and Y opposite(r) X
+        implied = {(s, r, t) for s, r, t in facts} | {(t, _OPPOSITE[r], s) for s, r, t in facts}
+        asked = [(s, t) for s, r, t in implied if r == question_type]
+        rng.shuffle(asked)
+        for answer, argument in asked:
+            candidates = {s for s, r, t in implied if r == question_type and t == argument}
+            if len(candidates) == 1:
+                names = {i: _PLACES[i] for i in (a, b, c)}
+                return Story(facts, [Question(question_type, (argument,), (answer,))], names)
+
+
+def _babi15(rng: random.Random, question_type: int) -> Story:
+    species = list(range(4))
+    names = list(range(4, 8))
+    fear = {s: rng.choice([t for t in species if t != s]) for s in species}
+    kind = {n: rng.choice(species) for n in names}
+    facts = [(s, 1, fear[s]) for s in species] + [(n, 0, kind[n]) for n in names]
+    rng.shuffle(facts)
+    who = rng.choice(names)
+    labels = {i: _SPECIES[i] for i in species} | {n: _NAMES[n - 4] for n in names}
+    return Story(facts, [Question(question_type, (who,), (fear[kind[who]],))], labels)
+
+
+def _babi16(rng: random.Random, question_type: int) -> Story:
+    kinds, colors = list(range(4)), list(range(4, 8))
+    animals = list(range(8, 13))
+    while True:
+        kind = {a: rng.choice(kinds) for a in animals}
+        color = {a: rng.choice(colors) for a in animals}
+        asked = rng.choice(animals)
+        peers = [a for a in animals if a != asked and kind[a] == kind[asked]]
+        if not peers:
+            continue
+        # induction: every peer of the asked animal has the same colour, the answer
+        for a in peers:
+            color[a] = color[asked]
+        facts = [(a, 0, kind[a]) for a in animals]
+        facts += [(a, 1, color[a]) for a in animals if a != asked]
+        rng.shuffle(facts)
+        labels = (
+            {k: _KINDS[k] for k in kinds}
+            | {c: _COLORS[c - 4] for c in colors}
+            | {a: _ANIMALS[a - 8] for a in animals}
+        )
+        return Story(facts, [Question(question_type, (asked,), (color[asked],))], labels)
+
+
+def _babi18(rng: random.Random, question_type: int) -> Story:
+    order = rng.sample(range(len(_OBJECTS)), 5)  # smallest first
+    rank = {o: i for i, o in enumerate(order)}
+    pairs = [(order[i], order[i + 1]) for i in range(4)] + [
+        tuple(rng.sample(order, 2)) for _ in range(2)
+    ]
+    facts = []
+    for small, big in pairs:
+        if rank[small] > rank[big]:
+            small, big = big, small
+        if small == big:
+            continue
+        facts.append((small, 0, big) if rng.random() < 0.5 else (big, 1, small))
+    a, b = rng.sample(order, 2)
+    answer = 1 if rank[a] < rank[b] else 0  # "Does a fit in b?"
+    return Story(
+        facts, [Question(question_type, (a, b), (answer,))], {o: _OBJECTS[o] for o in order}
+    )
+
+
+def _babi19(rng: random.Random, question_type: int) -> Story:
+    while True:
+        first = rng.randrange(4)
+        second = rng.choice([d for d in range(4) if d != _OPPOSITE[first]])
+        positions = {(0, 0): 0}
+        mid = _STEP[first]
+        end = (mid[0] + _STEP[second][0], mid[1] + _STEP[second][1])
+        if end == (0, 0):
+            continue
+        positions[mid] = 1
+        positions[end] = 2
+        facts: list[tuple[int, int, int]] = []
+
+        def relate(
+            p: tuple[int, int],
+            q: tuple[int, int],
+            d: int,
+            facts: list[tuple[int, int, int]] = facts,
+            positions: dict[tuple[int, int], int] = positions,
+        ) -> None:
+            # "q is d of p", stated from either side
+            if rng.random() < 0.5:
+                facts.append((positions[q], d, positions[p]))
+            else:
+                facts.append((positions[p], _OPPOSITE[d], positions[q]))
+
+        relate((0, 0), mid, first)
+        relate(mid, end, second)
+        for node in range(3, 6):  # distractor places hanging off the known ones
+            anchor = rng.choice(list(positions))
+            d = rng.randrange(4)
+            spot = (anchor[0] + _STEP[d][0], anchor[1] + _STEP[d][1])
+            if spot in positions:
+                continue
+            positions[spot] = node
+            relate(anchor, spot, d)
+        rng.shuffle(facts)
+        perm = rng.sample(range(len(_PLACES)), len(_PLACES))  # random names for the ids
+        facts = [(perm[s], r, perm[t]) for s, r, t in facts]
+        used = set(positions.values())
+        names = {perm[i]: _PLACES[perm[i]] for i in used}
+        question = Question(
+            question_type, (perm[0], perm[2]), (first, second), steps=(perm[1], perm[2])
+        )
+        return Story(facts, [question], names)
+
+
+def _bfs_paths(
+    adjacency: dict[int, list[int]], start: int
+) -> tuple[dict[int, int], dict[int, int]]:
+    """Distances from ``start`` and the number of shortest paths to each node."""
+    distance, count = {start: 0}, {start: 1}
+    queue = deque([start])
+    while queue:
+        u = queue.popleft()
+        for v in adjacency.get(u, []):
+            if v not in distance:
+                distance[v] = distance[u] + 1
+                count[v] = count[u]
+                queue.append(v)
+            elif distance[v] == distance[u] + 1:
+                count[v] += count[u]
+    return distance, count
+
+
+def _random_component(
+    rng: random.Random, nodes: list[int], edges: int
+) -> list[tuple[int, int, int]]:
+    pairs = [(u, v) for u in nodes for v in nodes if u != v]
+    return [(u, 0, v) for u, v in rng.sample(pairs, min(edges, len(pairs)))]
+
+
+def _shortest_path(rng: random.Random, question_type: int) -> Story:
+    while True:
+        main = list(range(8))
+        distractor = list(range(8, 12))
+        facts = _random_component(rng, main, 12) + _random_component(rng, distractor, 5)
+        adjacency: dict[int, list[int]] = {}
+        for u, _, v in facts:
+            adjacency.setdefault(u, []).append(v)
+        start = rng.choice(main)
+        distance, count = _bfs_paths(adjacency, start)
+        # a fixed length keeps the output sequences of a batch aligned
+        ends = [v for v in main if distance.get(v) == PATH_LENGTH and count[v] == 1]
+        if not ends:
+            continue
+        end = rng.choice(ends)
+        path = [end]
+        while path[-1] != start:
+            v = path[-1]
+            path.append(
+                next(
+                    u for u in adjacency if v in adjacency[u] and distance.get(u) == distance[v] - 1
+                )
+            )
+        path.reverse()
+        return Story(
+            facts, [Question(question_type, (start, end), tuple(path[1:]), tuple(path[1:]))]
+        )
+
+
+def _eulerian(rng: random.Random, question_type: int) -> Story:
+    size = CIRCUIT_SIZE
+    cycle = rng.sample(range(size), size)
+    distractor = list(range(size, size + 3))
+    facts = []
+    for ring in (cycle, distractor):
+        for i, u in enumerate(ring):
+            v = ring[(i + 1) % len(ring)]
+            facts += [(u, 0, v), (v, 0, u)]  # undirected: both directions
+    rng.shuffle(facts)
+    start, second = cycle[0], cycle[1]  # the question gives the start and the first move
+    circuit = (*cycle[2:], start)
+    return Story(facts, [Question(question_type, (start, second), circuit, circuit)])
+
+
+_GENERATORS: dict[str, Callable[[random.Random, int], Story]] = {
+    "babi4": _babi4,
+    "babi15": _babi15,
+    "babi16": _babi16,
+    "babi18": _babi18,
+    "babi19": _babi19,
+    "shortest_path": _shortest_path,
+    "eulerian": _eulerian,
+}
+
+
+def generate_task(
+    task: str, num_stories: int, seed: int = 0, question_type: int = 0
+) -> list[Story]:
+    """Generate ``num_stories`` stories of ``task`` (a key of :data:`TASKS`), each with one
+    question of ``question_type``; the same seed gives the same stories.
+
+    Raises:
+        ValueError: an unknown task or question type, or ``num_stories < 1``.
+    """
+    if task not in _GENERATORS:
+        raise ValueError(f"unknown task {task!r}; expected one of {sorted(_GENERATORS)}")
+    spec = TASKS[task]
+    if not 0 <= question_type < len(spec.question_types):
+        raise ValueError(
+            f"{task} has question types 0..{len(spec.question_types) - 1} "
+            f"({', '.join(spec.question_types)}), got {question_type}"
+        )
+    if num_stories < 1:
+        raise ValueError(f"num_stories must be >= 1, got {num_stories}")
+    rng = random.Random(f"{task}/{question_type}/{seed}")
+    return [_GENERATORS[task](rng, question_type) for _ in range(num_stories)]
+
+
+def parse_symbolic(text: str, answers_per_question: int = 1) -> list[Story]:
+    """Parse the symbolic bAbI format of the paper's pre-processing.
+
+    A story is a block of lines, blank lines between stories. A fact line is
+    ``source edge_type target``; a question line is ``? question_type arg ... answer ...``,
+    whose last ``answers_per_question`` numbers are the answer (2 for bAbI 19's two
+    directions). All ids are 1-based in the file and 0-based in the result.
+
+    Raises:
+        ValueError: a line that is neither, naming its number.
+    """
+    if answers_per_question < 1:
+        raise ValueError(f"answers_per_question must be >= 1, got {answers_per_question}")
+    stories: list[Story] = []
+    current = Story([])
+    for number, raw in enumerate(text.splitlines(), start=1):
+        tokens = raw.split()
+        if not tokens:
+            if current.facts or current.questions:
+                stories.append(current)
+                current = Story([])
+            continue
+        try:
+            if tokens[0] == "?":
+                values = [int(t) - 1 for t in tokens[1:]]
+                if len(values) < 2 + answers_per_question:
+                    raise ValueError("too few numbers")
+                current.questions.append(
+                    Question(
+                        values[0],
+                        tuple(values[1:-answers_per_question]),
+                        tuple(values[-answers_per_question:]),
+                    )
+                )
+            else:
+                if len(tokens) != 3:
+                    raise ValueError("a fact has three numbers")
+                source, edge_type, target = (int(t) - 1 for t in tokens)
+                current.facts.append((source, edge_type, target))
+        except ValueError as err:
+            raise ValueError(
+                f"line {number}: {raw.strip()!r} is neither a fact 'src type tgt' nor a "
+                f"question '? qtype args... answer' ({err})"
+            ) from None
+    if current.facts or current.questions:
+        stories.append(current)
+    return stories
+
+
+def parse_dictionary(text: str) -> dict[str, int]:
+    """Parse a ``name=id`` dictionary of the paper's pre-processing (ids 1-based in the
+    file, 0-based in the result)."""
+    mapping = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        name, sep, value = line.strip().rpartition("=")
+        if not sep or not value.strip().isdigit():
+            raise ValueError(f"line {number}: {line.strip()!r} is not 'name=id'")
+        mapping[name] = int(value) - 1
+    return mapping
+
+
+def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
+    """One question of a story as a PyG ``Data``.
+
+    Nodes are the ids that occur in the facts or the question, renumbered ``0..n-1`` in
+    order of id. ``x``: one annotation channel per question argument; ``edge_index`` and
+    ``edge_type`` from the facts; ``y``: the answer, a node index within the graph (node
+    answers) or a class (class answers), ``(1, K)`` for sequences. For sequences with known
+    steps, ``annotations`` holds the true next annotations ``(K - 1, num_nodes, channels)``:
+    the current node in channel 0 (the end stays in channel 1).
+    """
+    ids = sorted(
+        {s for s, _, _ in story.facts} | {t for _, _, t in story.facts} | set(question.args)
+    )
+    if spec.answer in ("node", "node_sequence"):
+        missing = set(question.answer) - set(ids)
+        if missing:
+            raise ValueError(f"answer nodes {sorted(missing)} do not occur in the story")
+    index = {node: i for i, node in enumerate(ids)}
+    n = len(ids)
+    if len(question.args) != spec.annotation_channels:
+        raise ValueError(
+            f"{spec.name} questions have {spec.annotation_channels} argument(s), got "
+            f"{len(question.args)}"
+        )
+    x = torch.zeros(n, spec.annotation_channels)
+    for channel, node in enumerate(question.args):
+        x[index[node], channel] = 1.0
+    edge_index = torch.tensor(
+        [[index[s] for s, _, _ in story.facts], [index[t] for _, _, t in story.facts]],
+        dtype=torch.long,
+    ).view(2, -1)
+    edge_type = torch.tensor([r for _, r, _ in story.facts], dtype=torch.long)
+    if spec.answer in ("node", "node_sequence"):
+        answer = [index[a] for a in question.answer]
+    else:
+        answer = list(question.answer)
+    y = torch.tensor(answer, dtype=torch.long)
+    if spec.answer.endswith("sequence"):
+        y = y.view(1, -1)
+    data = Data(x=x, edge_index=edge_index, edge_type=edge_type, y=y, num_nodes=n)
+    if spec.answer.endswith("sequence") and question.steps:
+        steps = []
+        for node in question.steps[:-1]:
+            a = torch.zeros(n, spec.annotation_channels)
+            a[index[node], 0] = 1.0
+            if spec.annotation_channels > 1:
+                a[:, 1] = x[:, 1]
+            steps.append(a)
+        data.annotations = (
+            torch.stack(steps) if steps else torch.zeros(0, n, spec.annotation_channels)
+        ).transpose(0, 1)  # (num_nodes, K - 1, channels): batches along nodes
+    return data
+
+
+class BabiGraphs(InMemoryDataset):  # type: ignore[misc]
+    """The graphs of one task and question type, as a PyG ``InMemoryDataset``.
+
+    Generated offline (``stories=None``) or built from stories a user parsed from the real
+    bAbI files with :func:`parse_symbolic`; in the latter case only the questions of
+    ``question_type`` are kept, as the paper trains one model per question type.
+
+    Args:
+        task: A key of :data:`TASKS`.
+        num_examples: Stories to generate (ignored when ``stories`` is given).
+        seed: Generator seed; use different seeds for training and test sets.
+        question_type: The question type to keep.
+        stories: Stories to use instead of generating them.
+        transform: A PyG transform applied at access.
+    """
+
+    def __init__(
+        self,
+        task: str,
+        num_examples: int = 50,
+        seed: int = 0,
+        question_type: int = 0,
+        stories: Sequence[Story] | None = None,
+        transform: Callable[..., Any] | None = None,
+    ) -> None:
+        if task not in TASKS:
+            raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
+        super().__init__(None, transform)
+        self.task = task
+        self.spec = TASKS[task]
+        if stories is None:
+            stories = generate_task(task, num_examples, seed, question_type)
+        data_list = [
+            to_data(story, q, self.spec)
+            for story in stories
+            for q in story.questions
+            if q.type == question_type
+        ]
+        if not data_list:
+            raise ValueError(f"no question of type {question_type} in the stories")
+        self.data, self.slices = self.collate(data_list)
+
+    def __repr__(self) -> str:
+        return f"BabiGraphs({self.task!r}, {len(self)})"

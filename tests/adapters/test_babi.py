@@ -1,0 +1,226 @@
+"""bAbI and the sequence tasks as graphs: generators checked by independent solvers, the
+symbolic-format parser on fixtures, the PyG encoding, and a GG-NN learning one task."""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+
+import pytest
+import torch
+from torch_geometric.loader import DataLoader
+
+from paperports.adapters.babi import (
+    CIRCUIT_SIZE,
+    PATH_LENGTH,
+    TASKS,
+    BabiGraphs,
+    Story,
+    generate_task,
+    parse_dictionary,
+    parse_symbolic,
+    to_data,
+)
+from paperports.integrations.pyg import GGNN
+
+STEP = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}
+
+
+def test_generators_are_seeded() -> None:
+    for task in TASKS:
+        assert generate_task(task, 5, seed=3) == generate_task(task, 5, seed=3)
+        assert generate_task(task, 5, seed=3) != generate_task(task, 5, seed=4)
+
+
+def test_babi4_answers_follow_the_relations_both_ways() -> None:
+    for r in range(4):
+        for story in generate_task("babi4", 30, seed=r, question_type=r):
+            q = story.questions[0]
+            implied = {(s, t) for s, rel, t in story.facts if rel == r}
+            implied |= {(t, s) for s, rel, t in story.facts if rel == (r ^ 1)}
+            # "What is <r> of <arg>?": the unique X with X r arg
+            assert {s for s, t in implied if t == q.args[0]} == {q.answer[0]}
+
+
+def test_babi15_answer_is_what_the_species_fears() -> None:
+    for story in generate_task("babi15", 30):
+        q = story.questions[0]
+        (kind,) = [t for s, r, t in story.facts if s == q.args[0] and r == 0]
+        (feared,) = [t for s, r, t in story.facts if s == kind and r == 1]
+        assert q.answer == (feared,)
+
+
+def test_babi16_answer_is_induced_from_a_peer() -> None:
+    for story in generate_task("babi16", 30):
+        q = story.questions[0]
+        (kind,) = [t for s, r, t in story.facts if s == q.args[0] and r == 0]
+        peers = [s for s, r, t in story.facts if r == 0 and t == kind and s != q.args[0]]
+        colors = {t for s, r, t in story.facts if r == 1 and s in peers}
+        assert colors == {q.answer[0]}
+        assert not any(s == q.args[0] and r == 1 for s, r, _ in story.facts)
+
+
+def test_babi18_answers_follow_the_transitive_sizes() -> None:
+    for story in generate_task("babi18", 40):
+        q = story.questions[0]
+        smaller = {(s, t) for s, r, t in story.facts if r == 0}
+        smaller |= {(t, s) for s, r, t in story.facts if r == 1}
+        closure = set(smaller)
+        while True:
+            more = {(a, d) for a, b in closure for c, d in closure if b == c} - closure
+            if not more:
+                break
+            closure |= more
+        a, b = q.args
+        assert (a, b) in closure or (b, a) in closure  # answerable
+        assert q.answer == ((1,) if (a, b) in closure else (0,))
+
+
+def test_babi19_directions_lead_from_start_to_end() -> None:
+    for story in generate_task("babi19", 40):
+        q = story.questions[0]
+        position = {q.args[0]: (0, 0)}
+        for _ in range(6):  # place nodes from the facts
+            for s, r, t in story.facts:  # s is r of t
+                dx, dy = STEP[r]
+                if t in position and s not in position:
+                    position[s] = (position[t][0] + dx, position[t][1] + dy)
+                if s in position and t not in position:
+                    position[t] = (position[s][0] - dx, position[s][1] - dy)
+        x, y = position[q.args[0]]
+        for d in q.answer:
+            x, y = x + STEP[d][0], y + STEP[d][1]
+        assert (x, y) == position[q.args[1]]
+
+
+def test_shortest_path_is_the_unique_shortest_path() -> None:
+    for story in generate_task("shortest_path", 20):
+        q = story.questions[0]
+        adjacency: dict[int, set[int]] = {}
+        for s, _, t in story.facts:
+            adjacency.setdefault(s, set()).add(t)
+        start, end = q.args
+        distance = {start: 0}
+        queue = deque([start])
+        while queue:
+            u = queue.popleft()
+            for v in adjacency.get(u, ()):
+                if v not in distance:
+                    distance[v] = distance[u] + 1
+                    queue.append(v)
+        assert distance[end] == PATH_LENGTH == len(q.answer) and q.answer[-1] == end
+        path = (start, *q.answer)
+        assert all(b in adjacency[a] for a, b in itertools.pairwise(path))
+
+
+def test_eulerian_circuit_walks_every_edge_of_the_cycle_once() -> None:
+    for story in generate_task("eulerian", 20):
+        q = story.questions[0]
+        walk = (*q.args, *q.answer)
+        assert walk[0] == walk[-1] and len(walk) == CIRCUIT_SIZE + 1
+        used = {frozenset(e) for e in itertools.pairwise(walk)}
+        cycle_edges = {frozenset((s, t)) for s, _, t in story.facts if s in walk and t in walk}
+        assert used == cycle_edges and len(used) == CIRCUIT_SIZE
+
+
+SYMBOLIC = """\
+1 1 2
+3 2 2
+? 1 2 1
+
+1 1 2
+2 2 3
+? 1 1 3 2
+? 2 3 1 1
+"""
+
+
+def test_parse_symbolic_reads_the_papers_format() -> None:
+    stories = parse_symbolic(SYMBOLIC)
+    assert len(stories) == 2
+    assert stories[0].facts == [(0, 0, 1), (2, 1, 1)]
+    assert stories[0].questions[0].type == 0
+    assert stories[0].questions[0].args == (1,) and stories[0].questions[0].answer == (0,)
+    two = parse_symbolic(SYMBOLIC.split("\n\n")[1], answers_per_question=2)
+    assert two[0].questions[0].args == (0,) and two[0].questions[0].answer == (2, 1)
+    with pytest.raises(ValueError, match="line 2"):
+        parse_symbolic("1 2 3\n1 2\n")
+    with pytest.raises(ValueError, match="line 1"):
+        parse_symbolic("? 1 2\n")
+
+
+def test_parsed_and_generated_stories_give_the_same_graphs() -> None:
+    generated = generate_task("babi15", 3, seed=9)
+    lines = []
+    for story in generated:
+        lines += [f"{s + 1} {r + 1} {t + 1}" for s, r, t in story.facts]
+        q = story.questions[0]
+        lines.append(f"? {q.type + 1} {q.args[0] + 1} {q.answer[0] + 1}")
+        lines.append("")
+    parsed = parse_symbolic("\n".join(lines))
+    spec = TASKS["babi15"]
+    for a, b in zip(generated, parsed, strict=True):
+        da, db = to_data(a, a.questions[0], spec), to_data(b, b.questions[0], spec)
+        for key in ("x", "edge_index", "edge_type", "y"):
+            assert torch.equal(da[key], db[key])
+    dataset = BabiGraphs("babi15", stories=parsed)
+    assert len(dataset) == 3
+
+
+def test_parse_dictionary() -> None:
+    assert parse_dictionary("n=1\ns=2\n\nfits in=3\n") == {"n": 0, "s": 1, "fits in": 2}
+    with pytest.raises(ValueError, match="name=id"):
+        parse_dictionary("north\n")
+
+
+def test_to_data_encodes_facts_as_typed_edges_and_arguments_as_annotations() -> None:
+    story = Story([(10, 1, 20), (20, 0, 30)])
+    spec = TASKS["babi15"]
+    from paperports.adapters.babi import Question
+
+    data = to_data(story, Question(0, (10,), (30,)), spec)
+    assert data.num_nodes == 3
+    assert data.edge_index.tolist() == [[0, 1], [1, 2]] and data.edge_type.tolist() == [1, 0]
+    assert data.x.tolist() == [[1.0], [0.0], [0.0]] and data.y.tolist() == [2]
+    with pytest.raises(ValueError, match="argument"):
+        to_data(story, Question(0, (10, 20), (30,)), spec)
+    with pytest.raises(ValueError, match="do not occur"):
+        to_data(story, Question(0, (10,), (99,)), spec)
+
+
+def test_sequence_tasks_carry_intermediate_annotations() -> None:
+    data = BabiGraphs("shortest_path", 4)
+    batch = next(iter(DataLoader(data, batch_size=4)))
+    assert batch.y.shape == (4, PATH_LENGTH)
+    assert batch.annotations.shape == (batch.num_nodes, PATH_LENGTH - 1, 2)
+    first = batch.annotations[:, 0]
+    # the annotation after step 1 marks the first node of the path
+    for g in range(4):
+        nodes = first[batch.ptr[g] : batch.ptr[g + 1], 0]
+        assert nodes.argmax().item() == batch.y[g, 0].item() and nodes.sum() == 1
+
+
+def test_bad_task_arguments() -> None:
+    with pytest.raises(ValueError, match="unknown task"):
+        generate_task("babi1", 3)
+    with pytest.raises(ValueError, match="question types"):
+        generate_task("babi15", 3, question_type=2)
+    with pytest.raises(ValueError, match="unknown task"):
+        BabiGraphs("babi99")
+
+
+def test_ggnn_reaches_the_papers_accuracy_on_babi15_from_50_examples() -> None:
+    """The paper: 100% on bAbI 15 with 50 training examples."""
+    torch.manual_seed(0)
+    train, test = BabiGraphs("babi15", 50, seed=0), BabiGraphs("babi15", 300, seed=1)
+    model = GGNN(1, 8, 4, num_edge_types=2, task="node_selection")
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    for _ in range(100):
+        for batch in DataLoader(train, batch_size=10, shuffle=True):
+            optimizer.zero_grad()
+            model.loss(model(batch), batch).backward()
+            optimizer.step()
+    batch = next(iter(DataLoader(test, batch_size=300)))
+    with torch.no_grad():
+        accuracy = (model.predict(model(batch), batch) == batch.y).float().mean().item()
+    assert accuracy == 1.0

@@ -194,10 +194,16 @@ def test_sequence_tasks_carry_intermediate_annotations() -> None:
     assert batch.y.shape == (4, PATH_LENGTH)
     assert batch.annotations.shape == (batch.num_nodes, PATH_LENGTH - 1, 2)
     first = batch.annotations[:, 0]
-    # the annotation after step 1 marks the first node of the path
+    # the annotation after step 1 marks the first node of the path and, still, the goal
     for g in range(4):
-        nodes = first[batch.ptr[g] : batch.ptr[g + 1], 0]
-        assert nodes.argmax().item() == batch.y[g, 0].item() and nodes.sum() == 1
+        nodes = first[batch.ptr[g] : batch.ptr[g + 1]]
+        assert nodes[:, 0].argmax().item() == batch.y[g, 0].item() and nodes[:, 0].sum() == 1
+        assert torch.equal(nodes[:, 1], batch.x[batch.ptr[g] : batch.ptr[g + 1], 1])
+    walk = BabiGraphs("eulerian", 2)[0]
+    # Eulerian: after the first output, channel 0 marks the previous node, channel 1 the
+    # current one (the node just output)
+    assert walk.annotations[:, 0, 0].argmax() == walk.x[:, 1].argmax()
+    assert walk.annotations[:, 0, 1].argmax() == walk.y[0, 0]
 
 
 def test_bad_task_arguments() -> None:

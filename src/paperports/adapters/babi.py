@@ -55,13 +55,13 @@ __all__ = [
 class Question:
     """One question about a story: its type, the argument nodes (annotated, one channel each)
     and the answer: node ids for node answers, class ids for graph answers; several for a
-    sequence. ``steps`` are the nodes that the annotations move through in a sequence task
-    (the intermediate annotations), when known."""
+    sequence. ``steps`` are the intermediate annotations of a sequence task, when known: for
+    each step after the first, the node marked in each annotation channel."""
 
     type: int
     args: tuple[int, ...]
     answer: tuple[int, ...]
-    steps: tuple[int, ...] = ()
+    steps: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass
@@ -231,8 +231,9 @@ def _babi19(rng: random.Random, question_type: int) -> Story:
         facts = [(perm[s], r, perm[t]) for s, r, t in facts]
         used = set(positions.values())
         names = {perm[i]: _PLACES[perm[i]] for i in used}
+        # after the first move the walker stands at the middle place; the goal stays
         question = Question(
-            question_type, (perm[0], perm[2]), (first, second), steps=(perm[1], perm[2])
+            question_type, (perm[0], perm[2]), (first, second), steps=((perm[1], perm[2]),)
         )
         return Story(facts, [question], names)
 
@@ -286,9 +287,9 @@ def _shortest_path(rng: random.Random, question_type: int) -> Story:
                 )
             )
         path.reverse()
-        return Story(
-            facts, [Question(question_type, (start, end), tuple(path[1:]), tuple(path[1:]))]
-        )
+        # annotations: the node reached so far (channel 0) and the goal (channel 1)
+        steps = tuple((node, end) for node in path[1:-1])
+        return Story(facts, [Question(question_type, (start, end), tuple(path[1:]), steps)])
 
 
 def _eulerian(rng: random.Random, question_type: int) -> Story:
@@ -301,9 +302,13 @@ def _eulerian(rng: random.Random, question_type: int) -> Story:
             v = ring[(i + 1) % len(ring)]
             facts += [(u, 0, v), (v, 0, u)]  # undirected: both directions
     rng.shuffle(facts)
-    start, second = cycle[0], cycle[1]  # the question gives the start and the first move
-    circuit = (*cycle[2:], start)
-    return Story(facts, [Question(question_type, (start, second), circuit, circuit)])
+    # The question marks the start (channel 0) and the node of the first move (channel 1);
+    # each output is the next node of the walk, and the annotations then mark the previous
+    # node (channel 0) and the current one (channel 1), which fixes the direction.
+    walk = [*cycle, cycle[0]]
+    circuit = tuple(walk[2:])
+    steps = tuple((walk[i], walk[i + 1]) for i in range(1, len(walk) - 2))
+    return Story(facts, [Question(question_type, (walk[0], walk[1]), circuit, steps)])
 
 
 _GENERATORS: dict[str, Callable[[random.Random, int], Story]] = {
@@ -410,8 +415,8 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
     order of id. ``x``: one annotation channel per question argument; ``edge_index`` and
     ``edge_type`` from the facts; ``y``: the answer, a node index within the graph (node
     answers) or a class (class answers), ``(1, K)`` for sequences. For sequences with known
-    steps, ``annotations`` holds the true next annotations ``(K - 1, num_nodes, channels)``:
-    the current node in channel 0 (the end stays in channel 1).
+    steps, ``annotations`` holds the true next annotations, ``(num_nodes, K - 1, channels)``
+    (nodes first, so that batching concatenates them like ``x``).
     """
     ids = sorted(
         {s for s, _, _ in story.facts} | {t for _, _, t in story.facts} | set(question.args)
@@ -444,16 +449,16 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
         y = y.view(1, -1)
     data = Data(x=x, edge_index=edge_index, edge_type=edge_type, y=y, num_nodes=n)
     if spec.answer.endswith("sequence") and question.steps:
-        steps = []
-        for node in question.steps[:-1]:
-            a = torch.zeros(n, spec.annotation_channels)
-            a[index[node], 0] = 1.0
-            if spec.annotation_channels > 1:
-                a[:, 1] = x[:, 1]
-            steps.append(a)
-        data.annotations = (
-            torch.stack(steps) if steps else torch.zeros(0, n, spec.annotation_channels)
-        ).transpose(0, 1)  # (num_nodes, K - 1, channels): batches along nodes
+        if len(question.steps) != len(question.answer) - 1:
+            raise ValueError(
+                f"a sequence of {len(question.answer)} outputs has {len(question.answer) - 1} "
+                f"intermediate annotations, got {len(question.steps)}"
+            )
+        annotations = torch.zeros(n, len(question.steps), spec.annotation_channels)
+        for k, marked in enumerate(question.steps):
+            for channel, node in enumerate(marked):
+                annotations[index[node], k, channel] = 1.0
+        data.annotations = annotations
     return data
 
 

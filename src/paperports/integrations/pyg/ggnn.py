@@ -97,9 +97,15 @@ class GGNN(nn.Module):
         width = hidden_channels + annotation_channels
         self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
 
+    def propagate(self, x: Tensor, edge_index: Tensor, edge_type: Tensor | None) -> Tensor:
+        """The propagation model: ``self.conv`` on the annotations. A subclass that swaps
+        in another conv (for example one without edge types) overrides this."""
+        out: Tensor = self.conv(x, edge_index, edge_type)
+        return out
+
     def forward(self, data: Data | Batch) -> Tensor:
         x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data)
-        h = self.conv(x, edge_index, edge_type)
+        h = self.propagate(x, edge_index, edge_type)
         hx = torch.cat([h, x], dim=-1)
         if self.task == "graph":
             assert self.classifier is not None
@@ -187,6 +193,13 @@ class GGSNN(nn.Module):
         self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
         self.annotation = nn.Linear(width, annotation_channels)  # j
 
+    def propagate(
+        self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_type: Tensor | None
+    ) -> Tensor:
+        """Run one propagation model (``conv_o`` or ``conv_x``); overridable as in GGNN."""
+        out: Tensor = conv(x, edge_index, edge_type)
+        return out
+
     def forward(
         self,
         data: Data | Batch,
@@ -218,7 +231,7 @@ class GGSNN(nn.Module):
         outputs: list[Tensor] = []
         predicted: list[Tensor] = []
         for k in range(num_steps):
-            h = self.conv_o(x, edge_index, edge_type)
+            h = self.propagate(self.conv_o, x, edge_index, edge_type)
             hx = torch.cat([h, x], dim=-1)
             if self.task == "graph":
                 assert self.classifier is not None
@@ -228,7 +241,7 @@ class GGSNN(nn.Module):
             if k == num_steps - 1:
                 break
             if self.conv_x is not None:
-                hx = torch.cat([self.conv_x(x, edge_index, edge_type), x], dim=-1)
+                hx = torch.cat([self.propagate(self.conv_x, x, edge_index, edge_type), x], dim=-1)
             next_x = torch.sigmoid(self.annotation(hx))
             predicted.append(next_x)
             x = annotations[k].float() if annotations is not None else next_x

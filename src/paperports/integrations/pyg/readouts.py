@@ -1,6 +1,8 @@
 r"""The output models of GG-NN (Li et al. 2016, section 3.3): graph-level gated readout and
 node selection, in PyG's aggregation style (``index`` / ``ptr`` / ``dim_size``)."""
 
+from typing import Optional
+
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.aggr import Aggregation
@@ -51,11 +53,11 @@ class GatedGraphReadout(Aggregation):
     def forward(
         self,
         x: Tensor,
-        index: Tensor | None = None,
-        ptr: Tensor | None = None,
-        dim_size: int | None = None,
+        index: Optional[Tensor] = None,
+        ptr: Optional[Tensor] = None,
+        dim_size: Optional[int] = None,
         dim: int = -2,
-        max_num_elements: int | None = None,
+        max_num_elements: Optional[int] = None,
     ) -> Tensor:
         if x.size(-1) != self.in_channels:
             raise ValueError(
@@ -86,7 +88,7 @@ class NodeSelection(nn.Module):
             :obj:`None` makes :math:`g` linear. (default: :obj:`None`)
     """
 
-    def __init__(self, in_channels: int, hidden_channels: int | None = None) -> None:
+    def __init__(self, in_channels: int, hidden_channels: Optional[int] = None) -> None:
         super().__init__()
         if hidden_channels is None:
             self.g: nn.Module = nn.Linear(in_channels, 1)
@@ -98,9 +100,9 @@ class NodeSelection(nn.Module):
     def forward(
         self,
         x: Tensor,
-        index: Tensor | None = None,
-        ptr: Tensor | None = None,
-        num_graphs: int | None = None,
+        index: Optional[Tensor] = None,
+        ptr: Optional[Tensor] = None,
+        num_graphs: Optional[int] = None,
     ) -> Tensor:
         """Per-node log-probabilities ``(num_nodes,)``, normalised within each graph."""
         scores: Tensor = self.g(x).squeeze(-1)

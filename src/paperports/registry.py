@@ -104,6 +104,17 @@ METHODS: dict[str, Method] = {
             experiments="paperports.experiments.jsma",
         ),
         Method(
+            name="ggnn",
+            title="GG-NN and GGS-NN (gated graph sequence neural networks) for PyTorch Geometric",
+            citation=(
+                "Li, Tarlow, Brockschmidt, Zemel (2016). Gated Graph Sequence Neural Networks. "
+                "ICLR 2016. https://arxiv.org/abs/1511.05493"
+            ),
+            extras=("pyg", "reproduce"),
+            modules=("torch_geometric", "matplotlib", "tqdm"),
+            experiments="paperports.experiments.ggnn",
+        ),
+        Method(
             name="bnlstm",
             title="BN-LSTM (recurrent batch normalization) for PyTorch and transformers",
             citation=(

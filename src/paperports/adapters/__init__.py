@@ -3,3 +3,12 @@
 Each adapter module imports what it needs on its own, so importing one never pulls in an
 ecosystem the user did not ask for.
 """
+
+import importlib.util as _util
+
+# The gymnasium environments register on import of paperports.adapters when gymnasium is
+# installed, so that gymnasium.make("paperports/CartPoleSwingUpHarder-v0") works.
+if _util.find_spec("gymnasium") is not None:
+    from paperports.adapters.cartpole_swingup import register_envs as _register_envs
+
+    _register_envs()

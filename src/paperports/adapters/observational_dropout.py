@@ -1,0 +1,127 @@
+r"""Observational dropout (Freeman, Metz, Ha 2019) as a gymnasium wrapper.
+
+At every step the agent sees the real observation only with probability :math:`p` (it
+"peeks"); otherwise it must rely on its own world model. The wrapper draws the peek and
+hands the policy
+
+.. math::
+    [\, o_t \cdot \mathrm{peek}_t,\ \mathrm{peek}_t,\ a_{t-1} \,]
+
+where :math:`a_{t-1}` is the previous action as the environment applied it (clipped to the
+action space; one-hot for discrete actions; zeros at the first step). The first step of an
+episode always peeks. The true observation stays in ``info["true_obs"]``, the peek in
+``info["peek"]``.
+
+The mask is drawn here, from the environment's seeded generator, and never in the policy:
+Stable-Baselines3 re-evaluates the policy on stored rollouts, so a peek drawn in
+``forward`` would differ between the rollout and the update. (The paper's text has the two
+cases of its peek equation swapped; its code peeks when a uniform draw is below :math:`p`,
+as here.)
+
+A ``Dict`` observation space is flattened (``gymnasium.spaces.flatten``) before masking; any
+other space that is not a flat ``Box`` is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from paperports._imports import require
+
+require("sb3", "gymnasium", feature="paperports.adapters.observational_dropout")
+
+import gymnasium as gym  # noqa: E402
+from gymnasium import spaces  # noqa: E402
+
+__all__ = ["ObservationalDropoutWrapper"]
+
+
+class ObservationalDropoutWrapper(
+    gym.Wrapper[np.ndarray, Any, Any, Any], gym.utils.RecordConstructorArgs
+):
+    """Show the true observation with probability ``peek_prob``, zeros otherwise.
+
+    Args:
+        env: The environment; its observation space must be a flat ``Box`` (or a ``Dict``,
+            flattened); its action space a ``Box`` or ``Discrete``.
+        peek_prob: :math:`p \\in (0, 1]`; 1 shows every observation.
+
+    Attributes:
+        obs_size: Size of the true (flattened) observation; the policy's input is
+            ``obs_size + 1 + action_size``.
+        action_size: Size of the encoded previous action.
+    """
+
+    def __init__(self, env: gym.Env[Any, Any], peek_prob: float) -> None:
+        gym.utils.RecordConstructorArgs.__init__(self, peek_prob=peek_prob)
+        gym.Wrapper.__init__(self, env)
+        if not 0.0 < float(peek_prob) <= 1.0:
+            raise ValueError(f"peek_prob must lie in (0, 1], got {peek_prob}")
+        self.peek_prob = float(peek_prob)
+        space = env.observation_space
+        self._flatten_dict = isinstance(space, spaces.Dict)
+        if self._flatten_dict:
+            space = spaces.flatten_space(space)
+        if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+            raise ValueError(
+                "ObservationalDropoutWrapper needs a flat Box observation space (a Dict is "
+                f"flattened), got {env.observation_space}"
+            )
+        self._true_space = space
+        action = env.action_space
+        if isinstance(action, spaces.Box):
+            self.action_size = int(np.prod(action.shape))
+            act_low = np.broadcast_to(action.low, action.shape).reshape(-1)
+            act_high = np.broadcast_to(action.high, action.shape).reshape(-1)
+        elif isinstance(action, spaces.Discrete):
+            self.action_size = int(action.n)
+            act_low, act_high = np.zeros(self.action_size), np.ones(self.action_size)
+        else:
+            raise ValueError(
+                f"ObservationalDropoutWrapper needs a Box or Discrete action space, got {action}"
+            )
+        self.obs_size = int(space.shape[0])
+        low = np.concatenate([np.minimum(space.low, 0.0), [0.0], act_low]).astype(np.float32)
+        high = np.concatenate([np.maximum(space.high, 0.0), [1.0], act_high]).astype(np.float32)
+        self.observation_space = spaces.Box(low, high, dtype=np.float32)
+        self._previous_action = np.zeros(self.action_size, dtype=np.float32)
+
+    def _encode_action(self, action: Any) -> np.ndarray:
+        space = self.env.action_space
+        if isinstance(space, spaces.Discrete):
+            one_hot = np.zeros(self.action_size, dtype=np.float32)
+            one_hot[int(action) - int(space.start)] = 1.0
+            return one_hot
+        assert isinstance(space, spaces.Box)
+        applied = np.clip(
+            np.asarray(action, dtype=np.float32).reshape(space.shape), space.low, space.high
+        )
+        return applied.reshape(-1).astype(np.float32)
+
+    def _true(self, obs: Any) -> np.ndarray:
+        if self._flatten_dict:
+            obs = spaces.flatten(self.env.observation_space, obs)
+        return np.asarray(obs, dtype=np.float32).reshape(-1)
+
+    def _masked(self, true_obs: np.ndarray, peek: bool) -> np.ndarray:
+        shown = true_obs if peek else np.zeros_like(true_obs)
+        return np.concatenate([shown, [float(peek)], self._previous_action]).astype(np.float32)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        obs, info = self.env.reset(seed=seed, options=options)
+        self._previous_action = np.zeros(self.action_size, dtype=np.float32)
+        true_obs = self._true(obs)
+        info = dict(info, true_obs=true_obs, peek=True)  # the first step always peeks
+        return self._masked(true_obs, True), info
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        self._previous_action = self._encode_action(action)
+        peek = bool(self.env.np_random.random() < self.peek_prob)
+        true_obs = self._true(obs)
+        info = dict(info, true_obs=true_obs, peek=peek)
+        return self._masked(true_obs, peek), float(reward), terminated, truncated, info

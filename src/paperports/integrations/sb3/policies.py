@@ -1,0 +1,189 @@
+r"""The observational-dropout policy for sb3-contrib's ``RecurrentPPO``.
+
+The agent (Freeman, Metz, Ha 2019) carries a world model M. At step :math:`t` it receives,
+from :class:`~paperports.adapters.observational_dropout.ObservationalDropoutWrapper`,
+:math:`[o_t \cdot \mathrm{peek}_t, \mathrm{peek}_t, a_{t-1}]`, and acts on
+
+.. math::
+    \tilde o_t = \mathrm{peek}_t \, o_t + (1 - \mathrm{peek}_t)\, M(\tilde o_{t-1}, a_{t-1})
+
+so its recurrent state is the observation it used last step, :math:`\tilde o_{t-1}`. M is
+trained only through the policy's reinforcement-learning loss; nothing asks it to predict.
+The controller (``net_arch``, by default one hidden layer of 10 tanh units, like the paper's
+5-10-1 controller) and the critic act on :math:`\tilde o_t`; the critic's input is detached,
+so M's gradients come from the policy-gradient loss only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from gymnasium import spaces
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from stable_baselines3.common.type_aliases import Schedule
+from torch import Tensor, nn
+
+from paperports.integrations.sb3.world_models import CartPoleWorldModel, MlpWorldModel, WorldModel
+
+__all__ = ["ObservationalDropoutPolicy", "WorldModelCore"]
+
+
+def _action_size(action_space: spaces.Space[Any]) -> int:
+    if isinstance(action_space, spaces.Box):
+        return int(torch.tensor(action_space.shape).prod())
+    if isinstance(action_space, spaces.Discrete):
+        return int(action_space.n)
+    raise ValueError(
+        f"ObservationalDropoutPolicy needs a Box or Discrete action space, got {action_space}"
+    )
+
+
+class WorldModelCore(nn.Module):
+    """The recurrent core: stands where ``RecurrentPPO``'s LSTM stands, with its call
+    convention (``(T, B, F)`` inputs, ``(h, c)`` states of shape ``(1, B, obs_size)``).
+
+    ``h`` holds :math:`\\tilde o_{t-1}`; ``c`` is unused (kept at zero). At an episode start
+    the states are zeroed by the caller, and the wrapper's first observation always peeks.
+    """
+
+    def __init__(self, world_model: WorldModel, obs_size: int, action_size: int) -> None:
+        super().__init__()
+        self.world_model = world_model
+        self.obs_size = obs_size
+        self.action_size = action_size
+        self.input_size = obs_size + 1 + action_size  # what RecurrentPPO reshapes with
+        self.hidden_size = obs_size
+        self.num_layers = 1
+
+    def forward(
+        self, inputs: Tensor, states: tuple[Tensor, Tensor]
+    ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        previous, cell = states
+        used = previous[0]
+        outputs = []
+        for step in inputs:
+            masked = step[:, : self.obs_size]
+            peek = step[:, self.obs_size : self.obs_size + 1]
+            last_action = step[:, self.obs_size + 1 :]
+            predicted = self.world_model(used, last_action)
+            used = peek * masked + (1.0 - peek) * predicted
+            outputs.append(used)
+        return torch.stack(outputs), (used.unsqueeze(0), torch.zeros_like(cell))
+
+
+class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
+    """A recurrent actor-critic whose memory is a world model's belief of the observation.
+
+    Use it as ``RecurrentPPO(ObservationalDropoutPolicy, env)`` with ``env`` wrapped in
+    :class:`~paperports.adapters.observational_dropout.ObservationalDropoutWrapper`.
+
+    :param observation_space: The wrapper's space, ``obs_size + 1 + action_size`` wide.
+    :param action_space: ``Box`` or ``Discrete``.
+    :param lr_schedule: Learning-rate schedule.
+    :param world_model: ``"mlp"`` (:class:`MlpWorldModel`), ``"cartpole"``
+        (:class:`CartPoleWorldModel`, the paper's physics-structured model) or a
+        :class:`WorldModel` instance.
+    :param world_model_kwargs: Keyword arguments of the named world model.
+    :param net_arch: Controller and critic layers on the believed observation.
+    :param activation_fn: Their activation.
+    :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
+        fixed: the world model is the recurrent core).
+    """
+
+    def __init__(
+        self,
+        observation_space: spaces.Space[Any],
+        action_space: spaces.Space[Any],
+        lr_schedule: Schedule,
+        world_model: str | WorldModel = "mlp",
+        world_model_kwargs: dict[str, Any] | None = None,
+        net_arch: list[int] | dict[str, list[int]] | None = None,
+        activation_fn: type[nn.Module] = nn.Tanh,
+        **kwargs: Any,
+    ) -> None:
+        action_size = _action_size(action_space)
+        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
+            raise ValueError(
+                "ObservationalDropoutPolicy needs the flat Box observations of "
+                f"ObservationalDropoutWrapper, got {observation_space}"
+            )
+        obs_size = int(observation_space.shape[0]) - 1 - action_size
+        flag_low = float(observation_space.low[obs_size]) if obs_size >= 1 else None
+        flag_high = float(observation_space.high[obs_size]) if obs_size >= 1 else None
+        if obs_size < 1 or (flag_low, flag_high) != (0.0, 1.0):
+            raise ValueError(
+                "ObservationalDropoutPolicy expects an environment wrapped in "
+                "paperports.adapters.observational_dropout.ObservationalDropoutWrapper "
+                "(observations [o * peek, peek, previous action]); this observation space "
+                f"{observation_space} has no peek flag in [0, 1] at index obs_size"
+            )
+        for fixed in ("lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm"):
+            if fixed in kwargs:
+                raise ValueError(f"{fixed} is fixed by ObservationalDropoutPolicy; drop it")
+        self.obs_size = obs_size
+        self.action_size = action_size
+        self.world_model_name = world_model if isinstance(world_model, str) else "custom"
+        self.world_model_kwargs = world_model_kwargs or {}
+        model = self._make_world_model(world_model)
+        super().__init__(
+            observation_space,
+            action_space,
+            lr_schedule,
+            net_arch=net_arch if net_arch is not None else [10],
+            activation_fn=activation_fn,
+            lstm_hidden_size=obs_size,
+            n_lstm_layers=1,
+            shared_lstm=True,
+            enable_critic_lstm=False,
+            **kwargs,
+        )
+        self.lstm_actor = WorldModelCore(model, obs_size, action_size)  # type: ignore[assignment]
+        # The modules changed after the parent built its optimizer: build it again.
+        self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
+            self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
+        )
+
+    @property
+    def world_model(self) -> WorldModel:
+        """The world model M."""
+        model = self.lstm_actor.world_model
+        assert isinstance(model, WorldModel)
+        return model
+
+    def _make_world_model(self, world_model: str | WorldModel) -> WorldModel:
+        if isinstance(world_model, WorldModel):
+            model = world_model
+        elif world_model == "mlp":
+            model = MlpWorldModel(self.obs_size, self.action_size, **self.world_model_kwargs)
+        elif world_model == "cartpole":
+            model = CartPoleWorldModel(**self.world_model_kwargs)
+        else:
+            raise ValueError(
+                f"world_model must be 'mlp', 'cartpole' or a WorldModel, got {world_model!r}"
+            )
+        try:
+            with torch.no_grad():
+                out = model(torch.zeros(2, self.obs_size), torch.zeros(2, self.action_size))
+        except RuntimeError as err:
+            raise ValueError(
+                f"the world model cannot take observations of {self.obs_size} values and "
+                f"actions of {self.action_size} ({err})"
+            ) from err
+        if out.shape != (2, self.obs_size):
+            raise ValueError(
+                f"the world model predicts {tuple(out.shape[1:])} per observation, but the "
+                f"environment's observations have {self.obs_size} values"
+            )
+        return model
+
+    def _get_constructor_parameters(self) -> dict[str, Any]:
+        data = super()._get_constructor_parameters()
+        for fixed in ("lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm"):
+            data.pop(fixed, None)
+        if self.world_model_name == "custom":
+            data["world_model"] = self.world_model
+        else:
+            data["world_model"] = self.world_model_name
+        data["world_model_kwargs"] = self.world_model_kwargs
+        return data

@@ -1,0 +1,105 @@
+r"""World models M for observational dropout (Freeman, Metz, Ha 2019).
+
+A world model maps the observation the agent used last step and its last action to a
+prediction of the current observation, :math:`\hat o_t = M(\tilde o_{t-1}, a_{t-1})`. It is
+never trained to predict: its parameters change only through the reinforcement-learning
+loss of the policy that uses its predictions.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+__all__ = ["CartPoleWorldModel", "MlpWorldModel", "WorldModel"]
+
+
+def _mlp(in_size: int, hidden_sizes: tuple[int, ...], out_size: int) -> nn.Sequential:
+    layers: list[nn.Module] = []
+    width = in_size
+    for size in hidden_sizes:
+        layers += [nn.Linear(width, size), nn.Tanh()]
+        width = size
+    layers.append(nn.Linear(width, out_size))
+    return nn.Sequential(*layers)
+
+
+class WorldModel(nn.Module):
+    """Base class: ``forward(obs, action) -> predicted next obs``, sizes declared."""
+
+    def __init__(self, obs_size: int, action_size: int) -> None:
+        super().__init__()
+        if obs_size < 1 or action_size < 1:
+            raise ValueError(
+                f"obs_size and action_size must be >= 1, got {obs_size} and {action_size}"
+            )
+        self.obs_size = obs_size
+        self.action_size = action_size
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+class MlpWorldModel(WorldModel):
+    """A generic world model: an MLP on ``[obs, action]`` predicting the next observation.
+
+    Args:
+        obs_size: Size of the (true) observation.
+        action_size: Size of the encoded action.
+        hidden_sizes: Hidden layer widths. (default: ``(64, 64)``)
+        residual: Predict ``obs + MLP(...)`` instead of ``MLP(...)``. (default: ``False``)
+    """
+
+    def __init__(
+        self,
+        obs_size: int,
+        action_size: int,
+        hidden_sizes: tuple[int, ...] = (64, 64),
+        residual: bool = False,
+    ) -> None:
+        super().__init__(obs_size, action_size)
+        self.net = _mlp(obs_size + action_size, hidden_sizes, obs_size)
+        self.residual = residual
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        out: Tensor = self.net(torch.cat([obs, action], dim=-1))
+        return obs + out if self.residual else out
+
+
+class CartPoleWorldModel(WorldModel):
+    r"""The paper's physics-structured world model for the cart-pole swing-up.
+
+    An MLP predicts the two accelerations :math:`(\ddot x, \ddot\theta)` from the observation
+    :math:`[x, \dot x, \cos\theta, \sin\theta, \dot\theta]` and the action; an explicit Euler
+    step of ``dt`` then integrates them as the environment does (positions with the old
+    velocities), rotating :math:`(\cos\theta, \sin\theta)` by :math:`\dot\theta\, dt`:
+
+    .. math::
+        x' = x + \dot x\, dt, \quad \dot x' = \dot x + \ddot x\, dt, \quad
+        \theta' = \theta + \dot\theta\, dt, \quad \dot\theta' = \dot\theta + \ddot\theta\, dt
+
+    Args:
+        hidden_sizes: Hidden layer widths of the acceleration MLP. (default: ``(32, 32)``)
+        dt: The integration step, the environment's 0.01 s.
+    """
+
+    def __init__(self, hidden_sizes: tuple[int, ...] = (32, 32), dt: float = 0.01) -> None:
+        super().__init__(obs_size=5, action_size=1)
+        self.dt = dt
+        self.accelerations = _mlp(5 + 1, hidden_sizes, 2)
+
+    def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        x, x_dot, cos, sin, theta_dot = obs.unbind(-1)
+        acc: Tensor = self.accelerations(torch.cat([obs, action], dim=-1))
+        x_acc, theta_acc = acc.unbind(-1)
+        turn = theta_dot * self.dt
+        return torch.stack(
+            [
+                x + x_dot * self.dt,
+                x_dot + x_acc * self.dt,
+                cos * torch.cos(turn) - sin * torch.sin(turn),
+                sin * torch.cos(turn) + cos * torch.sin(turn),
+                theta_dot + theta_acc * self.dt,
+            ],
+            dim=-1,
+        )

@@ -1,0 +1,154 @@
+"""ObservationalDropoutPolicy inside sb3-contrib's RecurrentPPO: training, the world model's
+gradients, save/load, predict with states, vectorised and discrete environments, bad use."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import numpy as np
+import pytest
+import torch
+from sb3_contrib import RecurrentPPO
+from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.evaluation import evaluate_policy
+
+from paperports.integrations.sb3 import (
+    CartPoleWorldModel,
+    MlpWorldModel,
+    ObservationalDropoutPolicy,
+    ObservationalDropoutWrapper,
+)
+
+SWINGUP = "paperports/CartPoleSwingUpHarder-v0"
+
+
+def swingup(p: float = 0.1) -> ObservationalDropoutWrapper:
+    return ObservationalDropoutWrapper(gym.make(SWINGUP), p)
+
+
+def small_ppo(env: object, **policy_kwargs: object) -> RecurrentPPO:
+    return RecurrentPPO(
+        ObservationalDropoutPolicy,
+        env,
+        n_steps=64,
+        batch_size=32,
+        n_epochs=2,
+        seed=0,
+        policy_kwargs=policy_kwargs,
+    )
+
+
+def test_the_core_uses_the_observation_when_peeking_and_the_model_otherwise() -> None:
+    model = small_ppo(swingup(), world_model="cartpole")
+    core = model.policy.lstm_actor
+    obs = torch.tensor([[0.1, 0.2, -1.0, 0.0, 0.5]])
+    peeked = torch.cat([obs, torch.ones(1, 1), torch.tensor([[0.3]])], dim=1)
+    hidden = torch.cat([torch.zeros(1, 5), torch.zeros(1, 1), torch.tensor([[0.7]])], dim=1)
+    state = (torch.zeros(1, 1, 5), torch.zeros(1, 1, 5))
+    out, (h, _) = core(torch.stack([peeked, hidden]), state)
+    torch.testing.assert_close(out[0], obs)  # peek: the true observation
+    predicted = model.policy.world_model(obs, torch.tensor([[0.7]]))
+    torch.testing.assert_close(out[1], predicted)  # no peek: M(o~_{t-1}, a_{t-1})
+    torch.testing.assert_close(h[0], predicted)
+
+
+def test_recurrent_ppo_trains_the_world_model_through_the_policy_loss_only() -> None:
+    model = small_ppo(swingup(), world_model="mlp")
+    before = [p.detach().clone() for p in model.policy.world_model.parameters()]
+    model.learn(256)
+    after = list(model.policy.world_model.parameters())
+    assert any((a - b).abs().max() > 0 for a, b in zip(before, after, strict=True))
+    # The critic's input is detached: a value loss leaves M without gradient.
+    policy = model.policy
+    obs = torch.as_tensor(np.stack([swingup().reset(seed=s)[0] for s in range(4)]))
+    states = (torch.zeros(1, 4, 5), torch.zeros(1, 4, 5))
+    policy.zero_grad()
+    policy.predict_values(obs, states, torch.zeros(4)).sum().backward()
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in policy.world_model.parameters())
+    policy.zero_grad()
+    dist, _ = policy.get_distribution(obs, states, torch.zeros(4))
+    dist.log_prob(torch.zeros(4, 1)).sum().backward()
+    # with peeking observations M is bypassed on the first step; the controller has grads
+    assert policy.action_net.weight.grad is not None
+
+
+def test_save_load_and_predict_with_state_and_episode_starts(tmp_path: Path) -> None:
+    env = swingup(0.2)
+    model = small_ppo(env, world_model="cartpole")
+    model.learn(128)
+    model.save(tmp_path / "agent.zip")
+    loaded = RecurrentPPO.load(tmp_path / "agent.zip")
+    assert isinstance(loaded.policy, ObservationalDropoutPolicy)
+    assert isinstance(loaded.policy.world_model, CartPoleWorldModel)
+    for a, b in zip(model.policy.parameters(), loaded.policy.parameters(), strict=True):
+        torch.testing.assert_close(a, b)
+    obs, _ = env.reset(seed=1)
+    state, start = None, np.array([True])
+    for _ in range(20):
+        a1, s1 = model.predict(obs, state=state, episode_start=start, deterministic=True)
+        a2, s2 = loaded.predict(obs, state=state, episode_start=start, deterministic=True)
+        np.testing.assert_allclose(a1, a2, rtol=1e-6)
+        np.testing.assert_allclose(s1[0], s2[0], rtol=1e-6)
+        assert s1[0].shape == (1, 1, 5)
+        obs, _, terminated, truncated, _ = env.step(a1)
+        state, start = s1, np.array([terminated or truncated])
+
+
+def test_vectorised_envs_and_discrete_actions() -> None:
+    vec = make_vec_env(
+        SWINGUP,
+        n_envs=3,
+        seed=0,
+        wrapper_class=ObservationalDropoutWrapper,
+        wrapper_kwargs={"peek_prob": 0.1},
+    )
+    small_ppo(vec).learn(192)
+    discrete = make_vec_env(
+        "CartPole-v1",
+        n_envs=2,
+        seed=0,
+        wrapper_class=ObservationalDropoutWrapper,
+        wrapper_kwargs={"peek_prob": 0.5},
+    )
+    model = small_ppo(discrete)
+    assert model.policy.obs_size == 4 and model.policy.action_size == 2
+    model.learn(128)
+
+
+def test_a_short_run_improves_on_cartpole_with_half_the_observations_dropped() -> None:
+    env = make_vec_env(
+        "CartPole-v1",
+        n_envs=4,
+        seed=0,
+        wrapper_class=ObservationalDropoutWrapper,
+        wrapper_kwargs={"peek_prob": 0.5},
+    )
+    model = RecurrentPPO(
+        ObservationalDropoutPolicy,
+        env,
+        n_steps=128,
+        batch_size=128,
+        n_epochs=4,
+        learning_rate=3e-3,
+        seed=0,
+    )
+    before, _ = evaluate_policy(model, env, n_eval_episodes=10)
+    model.learn(10_000)
+    after, _ = evaluate_policy(model, env, n_eval_episodes=10)
+    assert after > 2 * before and after > 35  # random play: about 20 steps
+
+
+def test_bad_use_is_refused() -> None:
+    with pytest.raises(ValueError, match="ObservationalDropoutWrapper"):
+        small_ppo(gym.make(SWINGUP))  # not wrapped
+    with pytest.raises(ValueError, match="cannot take observations of 5"):
+        small_ppo(swingup(), world_model=MlpWorldModel(3, 1))
+    wrong_output = MlpWorldModel(5, 1)
+    wrong_output.net[-1] = torch.nn.Linear(64, 4)
+    with pytest.raises(ValueError, match="predicts"):
+        small_ppo(swingup(), world_model=wrong_output)
+    with pytest.raises(ValueError, match="world_model must be"):
+        small_ppo(swingup(), world_model="transformer")
+    with pytest.raises(ValueError, match="fixed by ObservationalDropoutPolicy"):
+        small_ppo(swingup(), lstm_hidden_size=64)

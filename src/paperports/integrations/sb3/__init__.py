@@ -2,7 +2,9 @@
 
 - :class:`ObservationalDropoutPolicy`: a recurrent policy for sb3-contrib's ``RecurrentPPO``
   whose memory is a world model's belief of the observation (Freeman, Metz, Ha 2019);
-- :class:`MlpWorldModel`, :class:`CartPoleWorldModel`: world models M.
+- :class:`MlpWorldModel`, :class:`CartPoleWorldModel`: world models M;
+- :class:`WorldModelEnv`: the "dream", an environment whose dynamics are a world model;
+- :func:`train_with_cma`: the evolution-strategy route (CMA-ES from ``cma``).
 
 Importing this module also registers the cart-pole swing-up environments
 (``paperports/CartPoleSwingUp-v0``, ``paperports/CartPoleSwingUpHarder-v0``).
@@ -14,6 +16,15 @@ require("sb3", "stable_baselines3", "sb3_contrib", "gymnasium")
 
 import paperports.adapters  # noqa: E402, F401  (registers the cart-pole swing-up envs)
 from paperports.adapters.observational_dropout import ObservationalDropoutWrapper  # noqa: E402
+from paperports.integrations.sb3.dream import (  # noqa: E402
+    WorldModelEnv,
+    cartpole_reward,
+    cartpole_terminated,
+)
+from paperports.integrations.sb3.evolution import (  # noqa: E402
+    EvolutionResult,
+    train_with_cma,
+)
 from paperports.integrations.sb3.policies import (  # noqa: E402
     ObservationalDropoutPolicy,
     WorldModelCore,
@@ -26,9 +37,14 @@ from paperports.integrations.sb3.world_models import (  # noqa: E402
 
 __all__ = [
     "CartPoleWorldModel",
+    "EvolutionResult",
     "MlpWorldModel",
     "ObservationalDropoutPolicy",
     "ObservationalDropoutWrapper",
     "WorldModel",
     "WorldModelCore",
+    "WorldModelEnv",
+    "cartpole_reward",
+    "cartpole_terminated",
+    "train_with_cma",
 ]

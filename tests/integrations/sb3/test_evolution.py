@@ -1,0 +1,55 @@
+"""The evolution-strategy route on the same policy and wrapper as RecurrentPPO."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import gymnasium as gym
+import pytest
+import torch
+from sb3_contrib import RecurrentPPO
+from torch.nn.utils import parameters_to_vector
+
+from paperports.integrations.sb3 import (
+    ObservationalDropoutPolicy,
+    ObservationalDropoutWrapper,
+    train_with_cma,
+)
+from paperports.integrations.sb3.evolution import acting_parameters, episode_return
+
+
+def make_env() -> ObservationalDropoutWrapper:
+    return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUp-v0"), 0.2)
+
+
+def test_cma_searches_the_acting_parameters_and_keeps_the_best(tmp_path: Path) -> None:
+    model = RecurrentPPO(
+        ObservationalDropoutPolicy, make_env(), seed=0, policy_kwargs={"world_model": "cartpole"}
+    )
+    policy = model.policy
+    before = parameters_to_vector(acting_parameters(policy)).detach().clone()
+    critic = policy.value_net.weight.detach().clone()
+    result = train_with_cma(
+        policy, make_env, generations=3, population=6, sigma=0.3, max_steps=100, seed=0
+    )
+    assert result.evaluations == 18 and len(result.best_per_generation) == 3
+    after = parameters_to_vector(acting_parameters(policy)).detach()
+    assert (after - before).abs().max() > 0
+    torch.testing.assert_close(policy.value_net.weight, critic)  # the critic is not searched
+    assert result.best_return == max(result.best_per_generation)
+    # the parameters written back are the best candidate's: replaying its generation's
+    # episode gives its return again
+    generation = result.best_per_generation.index(result.best_return)
+    replay = episode_return(policy, make_env(), seed=1000 * generation, max_steps=100)
+    assert replay == pytest.approx(result.best_return, rel=1e-5)
+    model.save(tmp_path / "es.zip")
+    loaded = RecurrentPPO.load(tmp_path / "es.zip")
+    torch.testing.assert_close(parameters_to_vector(acting_parameters(loaded.policy)), after)
+
+
+def test_bad_budgets_are_refused() -> None:
+    policy = RecurrentPPO(ObservationalDropoutPolicy, make_env(), seed=0).policy
+    with pytest.raises(ValueError, match="generations"):
+        train_with_cma(policy, make_env, generations=0)
+    with pytest.raises(ValueError, match="sigma"):
+        train_with_cma(policy, make_env, generations=1, sigma=0.0)

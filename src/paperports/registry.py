@@ -115,6 +115,18 @@ METHODS: dict[str, Method] = {
             experiments="paperports.experiments.ggnn",
         ),
         Method(
+            name="obsdrop",
+            title="Observational dropout (world models without forward prediction) for SB3",
+            citation=(
+                "Freeman, Metz, Ha (2019). Learning to Predict Without Looking Ahead: World "
+                "Models Without Forward Prediction. NeurIPS 2019. "
+                "https://arxiv.org/abs/1910.13038"
+            ),
+            extras=("sb3", "reproduce"),
+            modules=("stable_baselines3", "sb3_contrib", "gymnasium", "matplotlib", "tqdm"),
+            experiments="paperports.experiments.obsdrop",
+        ),
+        Method(
             name="bnlstm",
             title="BN-LSTM (recurrent batch normalization) for PyTorch and transformers",
             citation=(

@@ -141,12 +141,33 @@ class CartPoleSwingUpEnv(gym.Env[np.ndarray, np.ndarray]):
         a = np.asarray(action, dtype=np.float64).reshape(-1)
         if a.size != 1:
             raise ValueError(f"the action is one force in [-1, 1], got shape {np.shape(action)}")
-        if not np.isfinite(a[0]):
-            raise ValueError(f"the action must be finite, got {a[0]}")
-        self.state = cartpole_swingup_step(self.state, float(a[0]))
-        terminated = bool(abs(self.state[0]) > X_THRESHOLD)
+        force = float(a[0])
+        if not math.isfinite(force):
+            raise ValueError(f"the action must be finite, got {force}")
+        # The scalar form of cartpole_swingup_step, for speed on a single state.
+        x, x_dot, theta, theta_dot = (float(v) for v in self.state)
+        force = FORCE_MAG * min(max(force, -1.0), 1.0)
+        s, c = math.sin(theta), math.cos(theta)
+        total = CART_MASS + POLE_MASS
+        x_acc = (
+            -2 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s
+            + 3 * POLE_MASS * GRAVITY * s * c
+            + 4 * force
+            - 4 * FRICTION * x_dot
+        ) / (4 * total - 3 * POLE_MASS * c * c)
+        theta_acc = (
+            -3 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s * c
+            + 6 * total * GRAVITY * s
+            + 6 * (force - FRICTION * x_dot) * c
+        ) / (4 * POLE_LENGTH * total - 3 * POLE_MASS * POLE_LENGTH * c * c)
+        x, theta = x + x_dot * DT, theta + theta_dot * DT
+        x_dot, theta_dot = x_dot + x_acc * DT, theta_dot + theta_acc * DT
+        self.state = np.array([x, x_dot, theta, theta_dot])
+        cos, sin = math.cos(theta), math.sin(theta)
+        obs = np.array([x, x_dot, cos, sin, theta_dot], dtype=np.float32)
         # As the paper's code: the reward of the new state, also on the terminal step.
-        return observation(self.state), float(reward(self.state)), terminated, False, {}
+        value = (cos + 1.0) / 2.0 * math.cos(x / X_THRESHOLD * math.pi / 2.0)
+        return obs, value, abs(x) > X_THRESHOLD, False, {}
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         if self.render_mode != "rgb_array":

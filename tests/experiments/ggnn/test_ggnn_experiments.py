@@ -36,3 +36,26 @@ def test_ours_learns_babi16_where_pygs_layer_cannot() -> None:
     ours = accuracy_after_training("babi16", 50, seed=0, variant="ours", settings=settings)
     pyg = accuracy_after_training("babi16", 50, seed=0, variant="pyg", settings=settings)
     assert ours > 0.95 and pyg < 0.7
+
+
+def test_sequence_baselines_read_stories_as_symbols() -> None:
+    from paperports.adapters.babi import generate_task
+    from paperports.experiments.ggnn.sequence_baselines import (
+        SequenceBaseline,
+        baseline_accuracy,
+        encode_stories,
+    )
+
+    stories = generate_task("babi19", 3, seed=0)
+    tokens, answers = encode_stories(stories, num_nodes=6, num_relations=4)
+    assert answers.shape == (3, 2)
+    first = stories[0]
+    s, r, t = first.facts[0]
+    row = tokens[0][tokens[0] != 0].tolist()
+    assert row[:3] == [2 + s, 2 + 6 + r, 2 + t]
+    assert row[-3:] == [1, 2 + first.questions[0].args[0], 2 + first.questions[0].args[1]]
+    assert SequenceBaseline("RNN", 20, 8, 4, 2)(tokens).shape == (3, 2, 4)
+    with pytest.raises(ValueError, match="kind"):
+        SequenceBaseline("GRU", 20, 8, 4, 2)
+    # bAbI 4 (one relation to look up) is within reach of an LSTM
+    assert baseline_accuracy("babi4", "LSTM", 300, seed=0, updates=300, test_size=200) > 0.6

@@ -1,7 +1,8 @@
 """Glue between the plugins and data or other tools.
 
 Each adapter module imports what it needs on its own, so importing one never pulls in an
-ecosystem the user did not ask for.
+ecosystem the user did not ask for. The one exception: when gymnasium is installed,
+importing this package imports it to register the cart-pole swing-up environments.
 """
 
 import importlib.util as _util

@@ -6,7 +6,14 @@ import torch
 import torch.nn.functional as F
 from transformers import PreTrainedConfig
 
-__all__ = ["check_token_ids", "sequence_classification_loss"]
+__all__ = ["check_num_labels", "check_token_ids", "sequence_classification_loss"]
+
+
+def check_num_labels(config: PreTrainedConfig) -> int:
+    """``config.num_labels`` as an int; raise unless it is at least 1."""
+    if not config.num_labels or config.num_labels < 1:
+        raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
+    return int(config.num_labels)
 
 
 def check_token_ids(name: str, ids: torch.Tensor, size: int, field: str) -> None:

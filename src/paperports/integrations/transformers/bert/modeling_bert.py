@@ -46,6 +46,7 @@ from transformers.modeling_outputs import (
 from transformers.utils.generic import ModelOutput
 
 from paperports.integrations.transformers._heads import (
+    check_num_labels,
     check_token_ids,
     sequence_classification_loss,
 )
@@ -792,12 +793,6 @@ def _classifier_dropout(config: BertConfig) -> nn.Dropout:
     return nn.Dropout(config.hidden_dropout_prob if p is None else p)
 
 
-def _num_labels(config: BertConfig) -> int:
-    if not config.num_labels or config.num_labels < 1:
-        raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
-    return int(config.num_labels)
-
-
 class BertForSequenceClassification(_BertWithEncoder):
     """A linear classifier on the pooled ``[CLS]`` output (paper, figure 4a/b).
 
@@ -807,7 +802,7 @@ class BertForSequenceClassification(_BertWithEncoder):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = _num_labels(config)
+        self.num_labels = check_num_labels(config)
         self.bert = BertModel(config)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)
@@ -859,7 +854,7 @@ class BertForTokenClassification(_BertWithEncoder):
 
     def __init__(self, config: BertConfig) -> None:
         super().__init__(config)
-        self.num_labels = _num_labels(config)
+        self.num_labels = check_num_labels(config)
         self.bert = BertModel(config, add_pooling_layer=False)
         self.dropout = _classifier_dropout(config)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)

@@ -20,6 +20,7 @@ from transformers.modeling_outputs import (
 )
 
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
+from paperports.integrations.transformers._heads import check_num_labels, check_token_ids
 from paperports.integrations.transformers.bn_lstm.configuration_bn_lstm import BnLstmConfig
 
 __all__ = [
@@ -111,11 +112,7 @@ class BnLstmModel(BnLstmPreTrainedModel):
         if input_ids is not None:
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be (batch, time), got {tuple(input_ids.shape)}")
-            if int(input_ids.min()) < 0 or int(input_ids.max()) >= self.config.vocab_size:
-                raise ValueError(
-                    f"input_ids must lie in [0, {self.config.vocab_size}) (vocab_size); got "
-                    f"values in [{int(input_ids.min())}, {int(input_ids.max())}]"
-                )
+            check_token_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
             inputs_embeds = self.embeddings(input_ids)
         assert inputs_embeds is not None
         if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.input_size:
@@ -140,9 +137,7 @@ class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
 
     def __init__(self, config: BnLstmConfig) -> None:
         super().__init__(config)
-        if not config.num_labels or config.num_labels < 1:
-            raise ValueError(f"num_labels must be >= 1, got {config.num_labels}")
-        self.num_labels: int = config.num_labels
+        self.num_labels = check_num_labels(config)
         self.bn_lstm = BnLstmModel(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
         self.classifier = nn.Linear(config.hidden_size, self.num_labels)

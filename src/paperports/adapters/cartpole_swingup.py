@@ -36,7 +36,7 @@ require("sb3", "gymnasium", feature="paperports.adapters.cartpole_swingup")
 import gymnasium as gym  # noqa: E402
 from gymnasium import spaces  # noqa: E402
 
-__all__ = ["CartPoleSwingUpEnv", "cartpole_swingup_step", "register_envs"]
+__all__ = ["CartPoleSwingUpEnv", "cartpole_swingup_step", "register_envs", "swingup_reward"]
 
 GRAVITY = 9.82
 CART_MASS = 0.5
@@ -85,12 +85,9 @@ def observation(state: np.ndarray) -> np.ndarray:
     return np.stack([x, x_dot, np.cos(theta), np.sin(theta), theta_dot], axis=-1).astype(np.float32)
 
 
-def reward(state: np.ndarray) -> np.ndarray | float:
+def swingup_reward(x: float, cos_theta: float) -> float:
     """``(cos(theta) + 1) / 2 * cos(x / 2.4 * pi / 2)``: 1 upright at the centre."""
-    state = np.asarray(state, dtype=np.float64)
-    x, theta = state[..., 0], state[..., 2]
-    value = (np.cos(theta) + 1.0) / 2.0 * np.cos(x / X_THRESHOLD * math.pi / 2.0)
-    return float(value) if np.ndim(value) == 0 else value
+    return (cos_theta + 1.0) / 2.0 * math.cos(x / X_THRESHOLD * math.pi / 2.0)
 
 
 class CartPoleSwingUpEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -166,8 +163,7 @@ class CartPoleSwingUpEnv(gym.Env[np.ndarray, np.ndarray]):
         cos, sin = math.cos(theta), math.sin(theta)
         obs = np.array([x, x_dot, cos, sin, theta_dot], dtype=np.float32)
         # As the paper's code: the reward of the new state, also on the terminal step.
-        value = (cos + 1.0) / 2.0 * math.cos(x / X_THRESHOLD * math.pi / 2.0)
-        return obs, value, abs(x) > X_THRESHOLD, False, {}
+        return obs, swingup_reward(x, cos), abs(x) > X_THRESHOLD, False, {}
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         if self.render_mode != "rgb_array":

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
-from paperports.adapters.cartpole_swingup import X_THRESHOLD, draw_cartpole
+from paperports.adapters.cartpole_swingup import X_THRESHOLD, draw_cartpole, swingup_reward
 from paperports.integrations.sb3.world_models import WorldModel
 
 __all__ = ["WorldModelEnv", "cartpole_reward", "cartpole_terminated"]
@@ -26,8 +26,7 @@ __all__ = ["WorldModelEnv", "cartpole_reward", "cartpole_terminated"]
 
 def cartpole_reward(obs: np.ndarray) -> float:
     """The swing-up reward read off an observation ``[x, x_dot, cos, sin, theta_dot]``."""
-    x, cos = float(obs[0]), float(np.clip(obs[2], -1.0, 1.0))
-    return (cos + 1.0) / 2.0 * math.cos(x / X_THRESHOLD * math.pi / 2.0)
+    return swingup_reward(float(obs[0]), float(np.clip(obs[2], -1.0, 1.0)))
 
 
 def cartpole_terminated(obs: np.ndarray) -> bool:

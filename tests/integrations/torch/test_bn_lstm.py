@@ -170,13 +170,11 @@ def test_fast_sequence_equals_the_step_by_step_cell(training: bool, masked: bool
     fast.train(training)
     slow.train(training)
     x = torch.randn(6, 7, 3)  # 6 steps: past t_max = 4 as well
-    mask = (
-        (torch.arange(6)[:, None] < torch.tensor([6, 2, 5, 6, 1, 3, 6])[None, :])
-        if masked
-        else None
-    )
+    lengths = torch.tensor([6, 6, 6, 5, 3, 2, 1])  # sorted, as sequence() requires
+    mask = (torch.arange(6)[:, None] < lengths[None, :]) if masked else None
+    batch_sizes = None if mask is None else mask.sum(1).tolist()
     h0, c0 = torch.randn(7, 5), torch.randn(7, 5)
-    out, h, c = fast.sequence(x, h0, c0, mask)
+    out, h, c = fast.sequence(x, h0, c0, batch_sizes)
     hs, cs = h0, c0
     for t in range(6):
         m = None if mask is None else mask[t]

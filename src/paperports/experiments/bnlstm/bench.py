@@ -1,7 +1,8 @@
 """``paperports bench bnlstm``: BNLSTM against ``torch.nn.LSTM`` of the same size.
 
 Batch 64, T = 100, input 64, hidden 256, one process, same thread count: a training step
-(forward and backward) and an inference forward. Ratios are ours / nn.LSTM of medians.
+(forward and backward) and an inference forward. The two are timed alternately (so drifts in
+the machine's speed hit both); ratios are ours / nn.LSTM of medians.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from paperports.benchmarking import BenchResult, BenchRow, median_time
+from paperports.benchmarking import BenchResult, BenchRow, paired_median_times
 from paperports.integrations.torch import BNLSTM
 from paperports.registry import RunContext
 
@@ -47,8 +48,7 @@ def bench(ctx: RunContext) -> BenchResult:
         ("training step (forward + backward)", _train_step, "ratio <= 2.0"),
         ("inference forward", _inference, "ratio <= 1.5"),
     ]:
-        t_ours = median_time(make(ours, x), repeats=7)
-        t_ref = median_time(make(ref, x), repeats=7)
+        t_ours, t_ref = paired_median_times(make(ours, x), make(ref, x), repeats=15)
         ctx.log(f"  {name}: ours {t_ours * 1e3:.1f} ms, nn.LSTM {t_ref * 1e3:.1f} ms")
         rows.append(
             BenchRow(

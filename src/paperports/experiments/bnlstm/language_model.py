@@ -83,6 +83,9 @@ def train_lm(
             output_dir=tmp,
             max_steps=steps,
             per_device_train_batch_size=batch,
+            # batch statistics over an epoch's last few leftover sequences are noise: the
+            # gradient norm spiked to ~1e4 on them before
+            dataloader_drop_last=True,
             learning_rate=2e-3,
             max_grad_norm=1.0,
             logging_steps=max(1, steps // 25),

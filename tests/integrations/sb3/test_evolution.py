@@ -5,17 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import gymnasium as gym
+import numpy as np
 import pytest
 import torch
 from sb3_contrib import RecurrentPPO
-from torch.nn.utils import parameters_to_vector
+from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
     train_with_cma,
 )
-from paperports.integrations.sb3.evolution import acting_parameters, episode_return
+from paperports.integrations.sb3.evolution import (
+    acting_parameters,
+    episode_return,
+    population_returns,
+)
 
 
 def make_env() -> ObservationalDropoutWrapper:
@@ -53,3 +58,38 @@ def test_bad_budgets_are_refused() -> None:
         train_with_cma(policy, make_env, generations=0)
     with pytest.raises(ValueError, match="sigma"):
         train_with_cma(policy, make_env, generations=1, sigma=0.0)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "world_model"),
+    [("paperports/CartPoleSwingUp-v0", "cartpole"), ("CartPole-v1", "mlp")],
+)
+def test_population_returns_equal_one_episode_per_candidate(env_id: str, world_model: str) -> None:
+    """The side-by-side evaluation gives each candidate the return that its own episodes,
+    run one by one through ``predict``, give (a Box and a Discrete action space)."""
+
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make(env_id), 0.3)
+
+    policy = RecurrentPPO(
+        ObservationalDropoutPolicy, make(), seed=0, policy_kwargs={"world_model": world_model}
+    ).policy
+    params = acting_parameters(policy)
+    start = parameters_to_vector(params).detach()
+    generator = torch.Generator().manual_seed(0)
+    candidates = start + 0.5 * torch.randn(5, start.numel(), generator=generator)
+    seeds = [3, 4]
+    batched = population_returns(policy, candidates.numpy(), make, seeds, max_steps=60)
+    torch.testing.assert_close(parameters_to_vector(params).detach(), start)  # left alone
+    one_by_one = []
+    for candidate in candidates:
+        vector_to_parameters(candidate, params)
+        one_by_one.append(np.mean([episode_return(policy, make(), s, 60) for s in seeds]))
+    assert len(set(np.round(one_by_one, 3))) > 1  # the candidates differ
+    np.testing.assert_allclose(batched, one_by_one, rtol=1e-4)
+
+
+def test_population_returns_refuses_vectors_of_the_wrong_size() -> None:
+    policy = RecurrentPPO(ObservationalDropoutPolicy, make_env(), seed=0).policy
+    with pytest.raises(ValueError, match="parameter vectors"):
+        population_returns(policy, np.zeros((3, 7)), make_env, [0], max_steps=5)

@@ -4,7 +4,8 @@
   whose memory is a world model's belief of the observation (Freeman, Metz, Ha 2019);
 - :class:`MlpWorldModel`, :class:`CartPoleWorldModel`: world models M;
 - :class:`WorldModelEnv`: the "dream", an environment whose dynamics are a world model;
-- :func:`train_with_cma`: the evolution-strategy route (CMA-ES from ``cma``).
+- :func:`train_with_cma`: the evolution-strategy route (CMA-ES from ``cma``), evaluating each
+  generation side by side with :func:`population_returns`.
 
 Importing this module also registers the cart-pole swing-up environments
 (``paperports/CartPoleSwingUp-v0``, ``paperports/CartPoleSwingUpHarder-v0``).
@@ -23,6 +24,7 @@ from paperports.integrations.sb3.dream import (  # noqa: E402
 )
 from paperports.integrations.sb3.evolution import (  # noqa: E402
     EvolutionResult,
+    population_returns,
     train_with_cma,
 )
 from paperports.integrations.sb3.policies import (  # noqa: E402
@@ -46,5 +48,6 @@ __all__ = [
     "WorldModelEnv",
     "cartpole_reward",
     "cartpole_terminated",
+    "population_returns",
     "train_with_cma",
 ]

@@ -7,6 +7,11 @@ package, on the *same* :class:`ObservationalDropoutPolicy` and wrapped environme
 model M, the controller and the action head), the fitness is the mean return of
 deterministic episodes, and the best parameters found are written back into the policy, so
 ``model.save`` and ``predict`` work as after gradient training.
+
+A generation's candidates are evaluated side by side (:func:`population_returns`): one copy
+of the wrapped environment per candidate and episode, and one batched forward pass of the
+acting path per time step, with each candidate's parameters (``torch.func.vmap`` over
+``functional_call``), rather than one ``predict`` call per candidate and step.
 """
 
 from __future__ import annotations
@@ -18,12 +23,21 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import torch
+from gymnasium import spaces
+from torch import Tensor, nn
+from torch.func import functional_call, vmap
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
 from paperports._imports import require
 from paperports.integrations.sb3.policies import ObservationalDropoutPolicy
 
-__all__ = ["EvolutionResult", "acting_parameters", "episode_return", "train_with_cma"]
+__all__ = [
+    "EvolutionResult",
+    "acting_parameters",
+    "episode_return",
+    "population_returns",
+    "train_with_cma",
+]
 
 
 @dataclass
@@ -58,6 +72,78 @@ def episode_return(
         if terminated or truncated:
             break
     return total
+
+
+class _ActingPath(nn.Module):
+    """The policy's deterministic acting path for one step: the world-model core, the
+    controller and the action head (the modules :func:`acting_parameters` lists, in its
+    order). ``forward(obs (E, F), used (E, H)) -> (action output (E, A), used')``."""
+
+    def __init__(self, policy: ObservationalDropoutPolicy) -> None:
+        super().__init__()
+        self.core = policy.lstm_actor
+        self.controller = policy.mlp_extractor.policy_net
+        self.head = policy.action_net
+
+    def forward(self, obs: Tensor, used: Tensor) -> tuple[Tensor, Tensor]:
+        belief, _ = self.core(obs[None], (used[None], torch.zeros_like(used)[None]))
+        return self.head(self.controller(belief[0])), belief[0]
+
+
+@torch.no_grad()
+def population_returns(
+    policy: ObservationalDropoutPolicy,
+    candidates: np.ndarray,
+    make_env: Callable[[], gym.Env[Any, Any]],
+    seeds: list[int],
+    max_steps: int,
+) -> np.ndarray:
+    """Mean return over ``seeds`` of each candidate's deterministic episodes, all at once.
+
+    ``candidates`` ``(P, D)`` are vectors of :func:`acting_parameters`. Candidate ``i``'s
+    return is the one :func:`episode_return` gives with its parameters loaded (the same
+    episodes, the same actions up to floating-point rounding); the policy is left as it was.
+    """
+    params = acting_parameters(policy)
+    candidates = np.asarray(candidates)
+    sizes = [p.numel() for p in params]
+    if candidates.ndim != 2 or candidates.shape[1] != sum(sizes):
+        raise ValueError(
+            f"candidates must be (population, {sum(sizes)}) parameter vectors, got shape "
+            f"{candidates.shape}"
+        )
+    acting = _ActingPath(policy)
+    names = [name for name, _ in acting.named_parameters()]
+    population, n_eps = candidates.shape[0], len(seeds)
+    flat = torch.as_tensor(candidates, dtype=params[0].dtype, device=params[0].device)
+    stacked = {
+        name: chunk.reshape(population, *p.shape)
+        for name, chunk, p in zip(names, torch.split(flat, sizes, dim=1), params, strict=True)
+    }
+    step = vmap(lambda w, o, u: functional_call(acting, w, (o, u)))
+
+    envs = [make_env() for _ in range(population * n_eps)]
+    obs = np.stack([env.reset(seed=seeds[k % n_eps])[0] for k, env in enumerate(envs)])
+    used = torch.zeros(population, n_eps, policy.obs_size, device=flat.device)
+    totals = np.zeros(len(envs))
+    running = np.ones(len(envs), dtype=bool)
+    space = policy.action_space
+    for _ in range(max_steps):
+        obs_t = torch.as_tensor(obs, dtype=flat.dtype, device=flat.device)
+        out, used = step(stacked, obs_t.view(population, n_eps, -1), used)
+        out = out.reshape(len(envs), -1).cpu().numpy()
+        if isinstance(space, spaces.Box):
+            actions: np.ndarray = np.clip(out, space.low, space.high).reshape(-1, *space.shape)
+        else:  # Discrete: the most likely action
+            actions = out.argmax(axis=1)
+        for k in np.flatnonzero(running):
+            obs[k], reward, terminated, truncated, _ = envs[k].step(actions[k])
+            totals[k] += float(reward)
+            running[k] = not (terminated or truncated)
+        if not running.any():
+            break
+    means: np.ndarray = totals.reshape(population, n_eps).mean(axis=1)
+    return means
 
 
 def train_with_cma(
@@ -103,18 +189,13 @@ def train_with_cma(
     strategy = cma.CMAEvolutionStrategy(
         start, sigma, {"popsize": population, "seed": seed + 1, "verbose": -9}
     )
-    env = make_env()
     result = EvolutionResult(best_return=-np.inf)
     best = start
     for generation in range(generations):
         seeds = [seed + 1000 * generation + e for e in range(episodes)]
         candidates = strategy.ask()
-        returns = []
-        for candidate in candidates:
-            vector_to_parameters(torch.as_tensor(candidate, dtype=torch.float32), params)
-            returns.append(
-                float(np.mean([episode_return(policy, env, s, max_steps) for s in seeds]))
-            )
+        batch = population_returns(policy, np.stack(candidates), make_env, seeds, max_steps)
+        returns = [float(r) for r in batch]
         strategy.tell(candidates, [-r for r in returns])
         result.evaluations += len(candidates) * episodes
         result.best_per_generation.append(max(returns))

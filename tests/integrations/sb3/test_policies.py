@@ -10,6 +10,8 @@ import numpy as np
 import pytest
 import torch
 from sb3_contrib import RecurrentPPO
+from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
@@ -18,6 +20,7 @@ from paperports.integrations.sb3 import (
     MlpWorldModel,
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
+    WorldModelCore,
 )
 
 SWINGUP = "paperports/CartPoleSwingUpHarder-v0"
@@ -152,3 +155,110 @@ def test_bad_use_is_refused() -> None:
         small_ppo(swingup(), world_model="transformer")
     with pytest.raises(ValueError, match="fixed by ObservationalDropoutPolicy"):
         small_ppo(swingup(), lstm_hidden_size=64)
+
+
+def _rollout_batch(
+    policy: ObservationalDropoutPolicy, n_seq: int, length: int, p: float = 0.5
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Observations ``(n_seq * length, F)`` (sequence-major, as RecurrentPPO flattens them)
+    from real wrapped episodes, with episode starts in the middle of sequences."""
+    env = ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUp-v0"), p)
+    obs_rows, starts = [], []
+    for k in range(n_seq):
+        obs, _ = env.reset(seed=k)
+        for t in range(length):
+            start = t == 0 or (t == length // 2 and k % 2 == 0)
+            if start and t > 0:
+                obs, _ = env.reset(seed=100 + k)
+            obs_rows.append(obs)
+            starts.append(float(start))
+            obs, *_ = env.step(env.action_space.sample())
+    return torch.as_tensor(np.stack(obs_rows)), torch.tensor(starts)
+
+
+def test_whole_sequences_with_resets_match_sb3_contribs_step_loop() -> None:
+    """Our _process_sequence runs a sequence with episode starts inside it in one call and
+    gives what sb3-contrib's step-by-step loop gives, outputs, states and gradients."""
+    policy = small_ppo(swingup(), world_model="mlp").policy
+    obs, starts = _rollout_batch(policy, n_seq=3, length=8)
+    states = (torch.randn(1, 3, 5), torch.zeros(1, 3, 5))
+    results = []
+    for process in (
+        ObservationalDropoutPolicy._process_sequence,
+        RecurrentActorCriticPolicy._process_sequence,
+    ):
+        policy.zero_grad()
+        out, (h, _) = process(obs, states, starts, policy.lstm_actor)
+        (out.square().sum() + h.sum()).backward()
+        results.append([out, h, *(p.grad for p in policy.world_model.parameters())])
+    for a, b in zip(*results, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_prediction_loss_ablation_adds_the_models_error_on_known_steps() -> None:
+    torch.manual_seed(0)
+    coef = 0.7
+    policy = small_ppo(swingup(), world_model="mlp", prediction_loss_coef=coef).policy
+    obs, starts = _rollout_batch(policy, n_seq=2, length=10)
+    states = RNNStates((torch.zeros(1, 2, 5),) * 2, (torch.zeros(1, 2, 5),) * 2)
+    actions = torch.zeros(len(obs), 1)
+    policy.zero_grad()
+    values, _, _ = policy.evaluate_actions(obs, actions, states, starts)
+    (0.0 * values.sum()).backward()  # no reinforcement-learning signal at all
+    grads = [p.grad.clone() for p in policy.world_model.parameters()]  # type: ignore[union-attr]
+
+    # by hand: M's squared error where the observation is shown, past each episode's start
+    policy.zero_grad()
+    used = torch.zeros(2, 5)
+    errors, known = [], []
+    seq = obs.view(2, 10, -1).transpose(0, 1)
+    for t, row in enumerate(seq):
+        start = starts.view(2, 10)[:, t]
+        used = (1 - start)[:, None] * used
+        predicted = policy.world_model(used, row[:, 6:])
+        peek = row[:, 5] * (1 - start)
+        errors.append(peek * ((predicted - row[:, :5]) ** 2).sum(-1))
+        known.append(peek)
+        used = row[:, 5:6] * row[:, :5] + (1 - row[:, 5:6]) * predicted
+    loss = torch.stack(errors).sum() / (torch.stack(known).sum() * 5)
+    assert policy.last_prediction_error == pytest.approx(loss.item(), rel=1e-5)
+    (coef * loss).backward()
+    for g, p in zip(grads, policy.world_model.parameters(), strict=True):
+        torch.testing.assert_close(g, p.grad)
+    assert max(float(g.abs().max()) for g in grads) > 0
+
+    # off by default: then nothing but the RL loss reaches M
+    plain = small_ppo(swingup(), world_model="mlp").policy
+    plain.evaluate_actions(obs, actions, states, starts)[0].sum().mul(0.0).backward()
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in plain.world_model.parameters())
+
+
+def test_training_with_the_prediction_loss_makes_the_model_predict(tmp_path: Path) -> None:
+    """The ablation's point: with the auxiliary loss M becomes a forward predictor; the
+    same training without it leaves M's held-out prediction error far higher."""
+
+    def trained(coef: float) -> RecurrentPPO:
+        model = RecurrentPPO(
+            ObservationalDropoutPolicy,
+            ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUp-v0"), 0.5),
+            n_steps=256,
+            batch_size=64,
+            n_epochs=4,
+            learning_rate=1e-3,
+            seed=0,
+            policy_kwargs={"world_model": "mlp", "prediction_loss_coef": coef},
+        )
+        return model.learn(2048)
+
+    def held_out_error(policy: ObservationalDropoutPolicy) -> float:
+        obs, starts = _rollout_batch(policy, n_seq=4, length=50)
+        core = policy.lstm_actor
+        assert isinstance(core, WorldModelCore)
+        with torch.no_grad(), core.recording_prediction_error() as errors:
+            policy._process_sequence(obs, (torch.zeros(1, 4, 5),) * 2, starts, core)
+        return float(sum(e for e, _ in errors) / sum(n for _, n in errors))
+
+    with_loss, without = trained(10.0), trained(0.0)
+    assert held_out_error(with_loss.policy) < 0.5 * held_out_error(without.policy)
+    with_loss.save(tmp_path / "aux.zip")
+    assert RecurrentPPO.load(tmp_path / "aux.zip").policy.prediction_loss_coef == 10.0

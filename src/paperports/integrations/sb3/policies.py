@@ -11,16 +11,20 @@ so its recurrent state is the observation it used last step, :math:`\tilde o_{t-
 trained only through the policy's reinforcement-learning loss; nothing asks it to predict.
 The controller (``net_arch``, by default one hidden layer of 10 tanh units, like the paper's
 5-10-1 controller) and the critic act on :math:`\tilde o_t`; the critic's input is detached,
-so M's gradients come from the policy-gradient loss only.
+so M's gradients come from the policy-gradient loss only (unless the auxiliary prediction
+loss of the ablation is switched on, ``prediction_loss_coef > 0``).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import torch
 from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
+from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
@@ -43,8 +47,13 @@ class WorldModelCore(nn.Module):
     """The recurrent core: stands where ``RecurrentPPO``'s LSTM stands, with its call
     convention (``(T, B, F)`` inputs, ``(h, c)`` states of shape ``(1, B, obs_size)``).
 
-    ``h`` holds :math:`\\tilde o_{t-1}`; ``c`` is unused (kept at zero). At an episode start
-    the states are zeroed by the caller, and the wrapper's first observation always peeks.
+    ``h`` holds :math:`\tilde o_{t-1}`; ``c`` is unused (kept at zero). ``episode_starts``
+    ``(T, B)``, if given, zeroes the state before the steps that start an episode (where the
+    wrapper always peeks), so a whole rollout sequence runs in one call.
+
+    While :meth:`recording_prediction_error` is active, each step also records M's squared
+    prediction error on the steps where the true observation is known (peeks that do not
+    start an episode): the auxiliary prediction loss of the ablation.
     """
 
     def __init__(self, world_model: WorldModel, obs_size: int, action_size: int) -> None:
@@ -55,21 +64,59 @@ class WorldModelCore(nn.Module):
         self.input_size = obs_size + 1 + action_size  # what RecurrentPPO reshapes with
         self.hidden_size = obs_size
         self.num_layers = 1
+        self._errors: list[tuple[Tensor, Tensor]] | None = None
 
     def forward(
-        self, inputs: Tensor, states: tuple[Tensor, Tensor]
+        self,
+        inputs: Tensor,
+        states: tuple[Tensor, Tensor],
+        episode_starts: Tensor | None = None,
     ) -> tuple[Tensor, tuple[Tensor, Tensor]]:
         previous, cell = states
         used = previous[0]
         outputs = []
-        for step in inputs:
+        for t, step in enumerate(inputs):
             masked = step[:, : self.obs_size]
             peek = step[:, self.obs_size : self.obs_size + 1]
             last_action = step[:, self.obs_size + 1 :]
+            known = peek
+            if episode_starts is not None:
+                kept = (1.0 - episode_starts[t]).unsqueeze(-1)
+                used, known = kept * used, kept * peek
             predicted = self.world_model(used, last_action)
+            if self._errors is not None:
+                error = ((predicted - masked) ** 2).sum(-1, keepdim=True)
+                self._errors.append(((known * error).sum(), known.sum()))
             used = peek * masked + (1.0 - peek) * predicted
             outputs.append(used)
         return torch.stack(outputs), (used.unsqueeze(0), torch.zeros_like(cell))
+
+    @contextmanager
+    def recording_prediction_error(self) -> Iterator[list[tuple[Tensor, Tensor]]]:
+        """Record ``(summed squared error, number of known steps)`` per step into the list
+        this yields; only steps whose state did not start from a reset are counted."""
+        self._errors = []
+        try:
+            yield self._errors
+        finally:
+            self._errors = None
+
+
+class _JoinLoss(torch.autograd.Function):
+    """``values`` unchanged; its backward also sends ``coef`` into ``loss``'s graph.
+
+    ``RecurrentPPO.train`` backpropagates a loss built from the values that
+    ``evaluate_actions`` returns; passing them through here adds ``coef * loss`` to it
+    without overriding the algorithm's training loop."""
+
+    @staticmethod
+    def forward(ctx: Any, values: Tensor, loss: Tensor, coef: float) -> Tensor:
+        ctx.coef = coef
+        return values.clone()
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, Tensor, None]:
+        return grad, grad.new_tensor(ctx.coef), None
 
 
 class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
@@ -87,6 +134,11 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     :param world_model_kwargs: Keyword arguments of the named world model.
     :param net_arch: Controller and critic layers on the believed observation.
     :param activation_fn: Their activation.
+    :param prediction_loss_coef: Weight of the auxiliary prediction loss, the ablation: M's
+        mean squared error on the steps where the true observation is known (peeks past an
+        episode's first step), added to ``RecurrentPPO``'s loss. 0 (the default, the
+        paper's method): M learns from the reinforcement-learning loss alone. The last
+        minibatch's error is kept in ``last_prediction_error``.
     :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
         fixed: the world model is the recurrent core).
     """
@@ -100,8 +152,13 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         world_model_kwargs: dict[str, Any] | None = None,
         net_arch: list[int] | dict[str, list[int]] | None = None,
         activation_fn: type[nn.Module] = nn.Tanh,
+        prediction_loss_coef: float = 0.0,
         **kwargs: Any,
     ) -> None:
+        if prediction_loss_coef < 0:
+            raise ValueError(f"prediction_loss_coef must be >= 0, got {prediction_loss_coef}")
+        self.prediction_loss_coef = float(prediction_loss_coef)
+        self.last_prediction_error = float("nan")
         action_size = _action_size(action_space)
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ValueError(
@@ -143,6 +200,52 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
+
+    @staticmethod
+    def _process_sequence(
+        features: Tensor,
+        lstm_states: tuple[Tensor, Tensor],
+        episode_starts: Tensor,
+        lstm: nn.Module,
+    ) -> tuple[Tensor, Any]:  # (output, (h, c)), as sb3-contrib's
+        """As ``RecurrentActorCriticPolicy._process_sequence`` (the same layouts), but the
+        world-model core takes the episode starts itself, so sequences with a reset in the
+        middle run in one call instead of step by step."""
+        if not isinstance(lstm, WorldModelCore):  # pragma: no cover - never built so
+            return RecurrentActorCriticPolicy._process_sequence(
+                features,
+                lstm_states,
+                episode_starts,
+                lstm,  # type: ignore[arg-type]
+            )
+        n_seq = lstm_states[0].shape[1]
+        sequence = features.reshape((n_seq, -1, lstm.input_size)).swapaxes(0, 1)
+        starts = episode_starts.reshape((n_seq, -1)).swapaxes(0, 1)
+        output, states = lstm(sequence, lstm_states, starts)
+        return torch.flatten(output.transpose(0, 1), start_dim=0, end_dim=1), states
+
+    def evaluate_actions(  # type: ignore[override]  # sb3-contrib's own signature
+        self, obs: Tensor, actions: Tensor, lstm_states: RNNStates, episode_starts: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """``RecurrentActorCriticPolicy.evaluate_actions``; with ``prediction_loss_coef > 0``
+        it also records M's prediction error and joins it to the loss that ``RecurrentPPO``
+        backpropagates through the returned values."""
+        if self.prediction_loss_coef == 0:
+            return super().evaluate_actions(obs, actions, lstm_states, episode_starts)
+        core = self.lstm_actor
+        assert isinstance(core, WorldModelCore)
+        with core.recording_prediction_error() as errors:
+            values, log_prob, entropy = super().evaluate_actions(
+                obs, actions, lstm_states, episode_starts
+            )
+        if not errors:
+            return values, log_prob, entropy
+        summed = torch.stack([e for e, _ in errors]).sum()
+        count = torch.stack([n for _, n in errors]).sum().clamp(min=1.0)
+        loss = summed / (count * self.obs_size)  # mean squared error per known value
+        self.last_prediction_error = float(loss.detach())
+        joined: Tensor = _JoinLoss.apply(values, loss, self.prediction_loss_coef)  # type: ignore[no-untyped-call]
+        return joined, log_prob, entropy
 
     @property
     def world_model(self) -> WorldModel:
@@ -186,4 +289,5 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         else:
             data["world_model"] = self.world_model_name
         data["world_model_kwargs"] = self.world_model_kwargs
+        data["prediction_loss_coef"] = self.prediction_loss_coef
         return data

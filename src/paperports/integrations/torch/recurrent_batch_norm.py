@@ -113,17 +113,6 @@ class RecurrentBatchNorm(nn.Module):
             shift = shift + self.bias
         return scale, shift
 
-    def normalise_step(
-        self, x: Tensor, mask: Tensor | None = None
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """Training's normalisation of one step ``(B, F)`` with its batch statistics, without
-        touching the running ones; returns ``(BN(x), mean, var, count)`` for
-        :meth:`update_statistics` (a sequence updates them once, for all its steps)."""
-        x_hat, mean, var, count = self._batch_normalise(
-            x[None], None if mask is None else mask[None]
-        )
-        return self._scale_shift(x_hat[0]), mean[0, 0], var[0, 0], count[0]
-
     def _scale_shift(self, x_hat: Tensor) -> Tensor:
         r""":math:`\gamma \hat x + \beta`."""
         out = x_hat * self.weight

@@ -47,7 +47,7 @@ class WorldModelCore(nn.Module):
     """The recurrent core: stands where ``RecurrentPPO``'s LSTM stands, with its call
     convention (``(T, B, F)`` inputs, ``(h, c)`` states of shape ``(1, B, obs_size)``).
 
-    ``h`` holds :math:`\tilde o_{t-1}`; ``c`` is unused (kept at zero). ``episode_starts``
+    ``h`` holds :math:`\\tilde o_{t-1}`; ``c`` is unused (kept at zero). ``episode_starts``
     ``(T, B)``, if given, zeroes the state before the steps that start an episode (where the
     wrapper always peeks), so a whole rollout sequence runs in one call.
 

@@ -142,6 +142,8 @@ def population_returns(
             running[k] = not (terminated or truncated)
         if not running.any():
             break
+    for env in envs:
+        env.close()
     means: np.ndarray = totals.reshape(population, n_eps).mean(axis=1)
     return means
 

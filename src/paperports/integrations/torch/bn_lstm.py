@@ -11,7 +11,11 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
-from paperports.integrations.torch.bn_lstm_training import BNLSTMSequence, matmul_by
+from paperports.integrations.torch.bn_lstm_training import (
+    BNLSTMSequence,
+    g_gate_doubled,
+    matmul_by,
+)
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
 
 __all__ = ["BNLSTM", "BNLSTMCell"]
@@ -168,8 +172,7 @@ class BNLSTMCell(nn.Module):
         shift = b_x + b_hh if self.bias is None else b_x + b_hh + self.bias
         # tanh(z) = 2 sigmoid(2 z) - 1, and on CPU sigmoid is several times faster than tanh:
         # with the g gate's and the cell norm's maps doubled, sigmoids do all the work
-        double = x.new_ones(4 * hidden)
-        double[2 * hidden : 3 * hidden] = 2.0
+        double = g_gate_doubled(hidden, x)
         s_x, shift, s_hh, s_c, b_c = s_x * double, shift * double, s_hh * double, 2 * s_c, 2 * b_c
         needs_grad = torch.is_grad_enabled() and any(
             v.requires_grad for v in (x, h, c, *self.parameters())

@@ -26,7 +26,7 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-__all__ = ["BNLSTMSequence", "matmul_by"]
+__all__ = ["BNLSTMSequence", "g_gate_doubled", "matmul_by"]
 
 _aten = torch.ops.aten
 
@@ -82,6 +82,17 @@ def _transposed_matmul(a: Tensor, b: Tensor) -> Tensor:
         bt = b.t().contiguous()
         return cast(Tensor, torch.ops.mkldnn._linear_pointwise(bt, a.t(), None, "none", [], "")).t()
     return torch.mm(a.t(), b)
+
+
+def g_gate_doubled(hidden: int, like: Tensor) -> Tensor:
+    """Per-column factors ``(4H,)`` for the gates ``(i, f, g, o)``: 2 on the g gate, 1 elsewhere.
+
+    Scaling the gates' pre-activations by them lets one sigmoid serve all four, with
+    :math:`\\tanh(z) = 2\\sigma(2z) - 1` for g: on CPU sigmoid is several times faster than tanh.
+    """
+    factors = like.new_ones(4 * hidden)
+    factors[2 * hidden : 3 * hidden] = 2.0
+    return factors
 
 
 class BNLSTMSequence(torch.autograd.Function):
@@ -152,8 +163,7 @@ class BNLSTMSequence(torch.autograd.Function):
         th_all = buffer(steps, batch, hidden)
         mean = wx.new_zeros(3, steps, h4)  # x, h, c (c in the first H columns)
         invstd = wx.new_ones(3, steps, h4)
-        double = wx.new_ones(h4)  # tanh(z) = 2 sigmoid(2z) - 1 for the g gate
-        double[2 * hidden : 3 * hidden] = 2.0
+        double = g_gate_doubled(hidden, wx)
         gamma_x2, gamma_h2 = gamma_x * double, gamma_h * double
         bias2 = None if bias is None else bias * double
         gamma_c2, beta_c2 = 2 * gamma_c, 2 * beta_c
@@ -187,6 +197,7 @@ class BNLSTMSequence(torch.autograd.Function):
             th_all, mean, invstd,
         )  # fmt: skip
         ctx.sizes = sizes  # type: ignore[attr-defined]
+        ctx.ragged = ragged  # type: ignore[attr-defined]
         ctx.eps = eps  # type: ignore[attr-defined]
         if ragged:
             running = torch.tensor(sizes, device=wx.device)[:, None] > torch.arange(
@@ -211,7 +222,7 @@ class BNLSTMSequence(torch.autograd.Function):
         eps: tuple[float, float, float] = ctx.eps
         steps, batch, h4 = wx.shape
         hidden = h4 // 4
-        ragged = sizes[0] < batch or sizes[-1] < batch
+        ragged: bool = ctx.ragged
         d_wx = wx.new_zeros(wx.shape) if ragged else torch.empty_like(wx)
         d_a = wx.new_zeros(wx.shape) if ragged else torch.empty_like(wx)
         d_gamma = wx.new_zeros(3, steps, h4)  # x, h, c

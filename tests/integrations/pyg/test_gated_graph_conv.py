@@ -106,6 +106,65 @@ def test_sparse_adjacency_gives_the_same_as_edge_index() -> None:
     torch.testing.assert_close(conv(x, adj_t), conv(x, edge_index))
 
 
+def _outputs_and_gradients(
+    conv: GatedGraphConv, x: Tensor, *args: Tensor | None
+) -> tuple[Tensor, ...]:
+    x = x.clone().requires_grad_()
+    conv.zero_grad(set_to_none=True)
+    out = conv(x, *args)
+    (out * torch.linspace(-1.0, 1.0, out.numel()).view_as(out).to(out.dtype)).sum().backward()
+    grads = [p.grad for p in conv.parameters()]
+    assert x.grad is not None and all(g is not None for g in grads)
+    return (out.detach(), x.grad, *(g for g in grads if g is not None))
+
+
+@pytest.mark.parametrize("aggr", ["add", "mean"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_sparse_matrix_route_matches_the_edge_wise_route(
+    aggr: str, weighted: bool, dtype: torch.dtype
+) -> None:
+    """The per-(node, slot) sums as one CSR product per step give the same values and
+    gradients as gathering and scattering edge by edge: with duplicate edges, self-loops,
+    an isolated node, edge weights and the mean's per-slot normalisation."""
+    torch.manual_seed(8)
+    x, edge_index, edge_type = graph(nodes=9, edges=30)
+    edge_index = torch.cat([edge_index, edge_index[:, :4], torch.tensor([[2], [2]])], dim=1)
+    edge_type = torch.cat([edge_type, edge_type[:4], torch.tensor([1])])
+    edge_index[edge_index == 8] = 7  # node 8 stays isolated
+    weight = torch.rand(edge_index.size(1), dtype=dtype) if weighted else None
+    conv = GatedGraphConv(8, 3, num_edge_types=3, aggr=aggr).to(dtype)
+    torch.nn.init.normal_(conv.propagation_bias)
+    fused_calls = []
+    conv.register_message_and_aggregate_forward_hook(lambda *_: fused_calls.append(1))
+    sparse = _outputs_and_gradients(conv, x.to(dtype), edge_index, edge_type, weight)
+    assert len(fused_calls) == 3  # one sparse product per step
+
+    conv._can_fuse = lambda *_: False  # type: ignore[method-assign]
+    edgewise = _outputs_and_gradients(conv, x.to(dtype), edge_index, edge_type, weight)
+    assert len(fused_calls) == 3
+    for a, b in zip(sparse, edgewise, strict=True):
+        torch.testing.assert_close(a, b)
+
+
+def test_the_edge_wise_route_serves_message_hooks_and_edge_weight_gradients() -> None:
+    torch.manual_seed(9)
+    x, edge_index, _ = graph()
+    conv = GatedGraphConv(8, 2)
+    fused_calls = []
+    conv.register_message_and_aggregate_forward_hook(lambda *_: fused_calls.append(1))
+    weight = torch.rand(edge_index.size(1), requires_grad=True)
+    conv(x, edge_index, edge_weight=weight).sum().backward()
+    assert weight.grad is not None and weight.grad.abs().sum() > 0
+    messages = []
+    handle = conv.register_message_forward_hook(lambda *_: messages.append(1))
+    conv(x, edge_index)
+    assert messages == [1, 1] and fused_calls == []
+    handle.remove()
+    conv(x, edge_index)
+    assert fused_calls == [1, 1]
+
+
 def test_a_batch_gives_what_each_graph_gives_alone() -> None:
     torch.manual_seed(4)
     conv = GatedGraphConv(8, 3, num_edge_types=3).eval()

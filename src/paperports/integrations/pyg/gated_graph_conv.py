@@ -1,19 +1,21 @@
 r"""The gated graph convolution of GG-NN (Li et al. 2016), with edge types and directions."""
 
 # No `from __future__ import annotations`: PyG's TorchScript templates read real annotations.
+import warnings
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor
-from torch_geometric.utils import to_edge_index
+from torch_geometric.utils import spmm, to_edge_index
 
 from paperports.integrations.pyg.gru import PaperGRUCell
 
 # No __all__: PyG's generated `propagate` star-imports this module for its type names.
 
 _LINEAR_AGGRS = ("add", "sum", "mean")
+_SPARSE_DTYPES = (torch.float32, torch.float64)
 
 
 def _as_edge_index(adj: Adj, edge_weight: OptTensor) -> tuple[Tensor, OptTensor]:
@@ -54,7 +56,13 @@ class GatedGraphConv(MessagePassing):
     Messages are summed per (edge type, direction) and then transformed, one matrix product
     for all of them, instead of transforming every edge; for ``aggr="add"`` or ``"mean"``
     (averaged within each edge type and direction, the R-GCN convention) that is the same
-    sum. Other aggregations (``"max"``, ``"min"``, ...) transform first, then aggregate.
+    sum. The sums are one sparse-dense product per step with a CSR matrix of shape
+    ``(num_nodes * K * D, num_nodes)``, built once per call and fed to
+    :meth:`propagate` (PyG's fused :meth:`message_and_aggregate` route, as for a sparse
+    adjacency). Under ``torch.compile`` or TorchScript, while explaining, with
+    message/aggregate hooks registered, with edge weights that require gradients, or in
+    half precision, the layer gathers and scatters edge by edge instead (same result).
+    Other aggregations (``"max"``, ``"min"``, ...) transform first, then aggregate.
 
     Args:
         out_channels (int): Size of the node states :math:`\mathbf{h}_v`.
@@ -191,9 +199,12 @@ class GatedGraphConv(MessagePassing):
             if edge_weight is not None:
                 edge_weight = torch.cat([edge_weight, edge_weight])
         slots = self.num_slots
+        sparse_adjacency: OptTensor = None
         if self.aggregate_first:  # sum h_u per (node, slot), then one matrix product
             index = torch.stack([src, dst * slots + slot])
             size = (num_nodes, num_nodes * slots)
+            if not torch.jit.is_scripting() and self._can_fuse(x, edge_weight):  # type: ignore[attr-defined]
+                sparse_adjacency = self._slot_adjacency(index, edge_weight, num_nodes)
         else:  # transform h_u per slot, then aggregate per node
             index = torch.stack([src * slots + slot, dst])
             size = (num_nodes * slots, num_nodes)
@@ -203,8 +214,11 @@ class GatedGraphConv(MessagePassing):
             s = 0 if self.share_weights else t
             weight = self.weight[s * slots : (s + 1) * slots]
             if self.aggregate_first:
-                # propagate_type: (x: Tensor, edge_weight: OptTensor)
-                summed = self.propagate(index, x=h, edge_weight=edge_weight, size=size)
+                if sparse_adjacency is not None:
+                    # propagate_type: (x: Tensor, edge_weight: OptTensor)
+                    summed = self.propagate(sparse_adjacency, x=h, edge_weight=None)
+                else:
+                    summed = self.propagate(index, x=h, edge_weight=edge_weight, size=size)
                 a = summed.view(num_nodes, slots * self.out_channels) @ weight.reshape(
                     slots * self.out_channels, self.out_channels
                 )
@@ -220,6 +234,55 @@ class GatedGraphConv(MessagePassing):
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+    def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
+        # adj_t is built by `_slot_adjacency`: its values already hold the edge weights and,
+        # for aggr="mean", the 1 / count normalisation, so every aggregation is a plain sum.
+        out: Tensor = spmm(adj_t, x, reduce="sum")
+        return out
+
+    @torch.jit.unused
+    def _can_fuse(self, x: Tensor, edge_weight: OptTensor) -> bool:
+        """Whether the sparse-matrix route computes what the edge-wise route would, and
+        keeps every PyG feature the call relies on."""
+        return (
+            not torch.compiler.is_compiling()
+            and not self.explain
+            and x.dtype in _SPARSE_DTYPES
+            and (edge_weight is None or not edge_weight.requires_grad)
+            and not (
+                self._message_forward_pre_hooks
+                or self._message_forward_hooks
+                or self._aggregate_forward_pre_hooks
+                or self._aggregate_forward_hooks
+            )
+        )
+
+    @torch.jit.unused
+    def _slot_adjacency(self, index: Tensor, edge_weight: OptTensor, num_nodes: int) -> Tensor:
+        """The CSR matrix ``A`` of shape ``(num_nodes * slots, num_nodes)`` with
+        ``A[v * slots + k, u]`` the weight of the message ``u -> v`` in slot ``k``, so that
+        ``A @ h`` holds the per-(node, slot) aggregates."""
+        source, row = index[0], index[1]
+        num_rows = num_nodes * self.num_slots
+        order = torch.argsort(row * num_nodes + source)
+        counts = torch.bincount(row, minlength=num_rows)
+        crow = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        if edge_weight is None:
+            values = torch.ones(row.numel(), dtype=self.weight.dtype, device=row.device)
+        else:
+            values = edge_weight[order].to(self.weight.dtype)
+        if self.aggr == "mean":
+            values = values / counts[row[order]].to(values.dtype)
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            return torch.sparse_csr_tensor(
+                crow,
+                source[order],
+                values,
+                size=(num_rows, num_nodes),
+                check_invariants=False,
+            )
 
     @torch.jit.unused
     def _check_inputs(

@@ -60,20 +60,37 @@ def test_babi16_answer_is_induced_from_a_peer() -> None:
         assert not any(s == q.args[0] and r == 1 for s, r, _ in story.facts)
 
 
-def test_babi18_answers_follow_the_transitive_sizes() -> None:
-    for story in generate_task("babi18", 40):
+def _fewest_facts(facts: list[tuple[int, int, int]], a: int, b: int) -> int | None:
+    """How many facts the shortest derivation of "a is smaller than b" takes, by breadth-first
+    search over the stated relations (None: not derivable)."""
+    smaller = {(s, t) for s, r, t in facts if r == 0} | {(t, s) for s, r, t in facts if r == 1}
+    distance, frontier = {a: 0}, [a]
+    while frontier:
+        node = frontier.pop(0)
+        for s, t in smaller:
+            if s == node and t not in distance:
+                distance[t] = distance[node] + 1
+                frontier.append(t)
+    return distance.get(b)
+
+
+@pytest.mark.parametrize("question_type", [0, 1])
+def test_babi18_questions_need_exactly_two_facts_and_answers_follow_the_sizes(
+    question_type: int,
+) -> None:
+    stories = generate_task("babi18", 300, question_type=question_type)
+    answers = []
+    for story in stories:
         q = story.questions[0]
-        smaller = {(s, t) for s, r, t in story.facts if r == 0}
-        smaller |= {(t, s) for s, r, t in story.facts if r == 1}
-        closure = set(smaller)
-        while True:
-            more = {(a, d) for a, b in closure for c, d in closure if b == c} - closure
-            if not more:
-                break
-            closure |= more
         a, b = q.args
-        assert (a, b) in closure or (b, a) in closure  # answerable
-        assert q.answer == ((1,) if (a, b) in closure else (0,))
+        assert 4 <= len(story.facts) <= 9
+        forward, backward = _fewest_facts(story.facts, a, b), _fewest_facts(story.facts, b, a)
+        assert {forward, backward} == {2, None}  # bAbI's own rule: exactly two facts
+        a_is_smaller = forward == 2
+        # type 0 asks "Does a fit in b?", type 1 "Is a bigger than b?"
+        assert q.answer == (int(a_is_smaller if question_type == 0 else not a_is_smaller),)
+        answers.append(q.answer[0])
+    assert 0.4 < sum(answers) / len(answers) < 0.6  # yes and no equally likely
 
 
 def test_babi19_directions_lead_from_start_to_end() -> None:

@@ -100,7 +100,12 @@ TASKS: dict[str, TaskSpec] = {
     "babi15": TaskSpec("basic deduction", ("is", "afraid_of"), ("afraid_of",), 1, "node"),
     "babi16": TaskSpec("basic induction", ("is", "has_color"), ("has_color",), 1, "node"),
     "babi18": TaskSpec(
-        "size reasoning", ("fits_in", "bigger_than"), ("fits_in",), 2, "class", ("no", "yes")
+        "size reasoning",
+        ("fits_in", "bigger_than"),
+        ("fits_in", "bigger_than"),
+        2,
+        "class",
+        ("no", "yes"),
     ),
     "babi19": TaskSpec(
         "path finding", DIRECTIONS, ("path",), 2, "class_sequence", ("n", "s", "e", "w")
@@ -115,7 +120,7 @@ _NAMES = ("gertrude", "winona", "jessica", "emily")
 _ANIMALS = ("lily", "bernhard", "greg", "julius", "brian")
 _KINDS = ("swan", "lion", "frog", "rhino")
 _COLORS = ("white", "gray", "yellow", "green")
-_OBJECTS = ("box", "chocolate", "chest", "container", "suitcase", "football")
+_OBJECTS = ("box", "chocolate", "chest", "container", "suitcase", "box_of_chocolates")
 
 
 def _babi4(rng: random.Random, question_type: int) -> Story:
@@ -170,23 +175,48 @@ def _babi16(rng: random.Random, question_type: int) -> Story:
         return Story(facts, [Question(question_type, (asked,), (color[asked],))], labels)
 
 
+def _two_fact_pairs(bigger: set[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The pairs ``(big, small)`` whose shortest derivation from the known "``big`` is
+    bigger than ``small``" facts takes exactly two of them: the real task's questions."""
+    pairs = []
+    for start in sorted({b for b, _ in bigger}):
+        distance = {start: 0}
+        frontier = deque([start])
+        while frontier:
+            node = frontier.popleft()
+            for b, smaller in sorted(bigger):
+                if b == node and smaller not in distance:
+                    distance[smaller] = distance[node] + 1
+                    frontier.append(smaller)
+        pairs += [(start, t) for t, d in sorted(distance.items()) if d == 2]
+    return pairs
+
+
 def _babi18(rng: random.Random, question_type: int) -> Story:
-    order = rng.sample(range(len(_OBJECTS)), 5)  # smallest first
+    # The logic of bAbI's own size-reasoning generator: a chain of two facts guarantees a
+    # question; 2-7 more facts are added while some pair still needs exactly two facts;
+    # every question is about such a pair (one fact never suffices, more are never needed).
+    order = rng.sample(range(len(_OBJECTS)), len(_OBJECTS))  # biggest first
     rank = {o: i for i, o in enumerate(order)}
-    pairs = [(order[i], order[i + 1]) for i in range(4)] + [
-        tuple(rng.sample(order, 2)) for _ in range(2)
-    ]
-    facts = []
-    for small, big in pairs:
-        if rank[small] > rank[big]:
-            small, big = big, small
-        if small == big:
-            continue
-        facts.append((small, 0, big) if rng.random() < 0.5 else (big, 1, small))
-    a, b = rng.sample(order, 2)
-    answer = 1 if rank[a] < rank[b] else 0  # "Does a fit in b?"
+    chain = sorted(rng.sample(order, 3), key=rank.__getitem__)
+    bigger = {(chain[0], chain[1]), (chain[1], chain[2])}
+    for _ in range(rng.randint(2, 7)):
+        for _attempt in range(100):
+            x, y = sorted(rng.sample(order, 2), key=rank.__getitem__)
+            if (x, y) not in bigger and _two_fact_pairs(bigger | {(x, y)}):
+                bigger.add((x, y))
+                break
+    big, small = rng.choice(_two_fact_pairs(bigger))
+    facts = [(s, 0, b) if rng.random() < 0.5 else (b, 1, s) for b, s in sorted(bigger)]
+    rng.shuffle(facts)
+    # type 0: "Does a fit in b?"; type 1: "Is a bigger than b?"; yes and no equally often
+    yes = rng.random() < 0.5
+    if question_type == 0:
+        a, b = (small, big) if yes else (big, small)
+    else:
+        a, b = (big, small) if yes else (small, big)
     return Story(
-        facts, [Question(question_type, (a, b), (answer,))], {o: _OBJECTS[o] for o in order}
+        facts, [Question(question_type, (a, b), (int(yes),))], {o: _OBJECTS[o] for o in order}
     )
 
 

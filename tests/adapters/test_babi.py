@@ -110,6 +110,35 @@ def test_babi19_directions_lead_from_start_to_end() -> None:
         assert (x, y) == position[q.args[1]]
 
 
+def test_babi19_has_two_decoys_and_one_route_as_babis_generator() -> None:
+    """bAbI's path-finding stories: two moves, two decoy places, and no second way from
+    start to goal even through squares that are neighbours without a stated fact."""
+    for story in generate_task("babi19", 60, seed=3):
+        q = story.questions[0]
+        assert len(story.facts) == 4 and len(story.names) == 5
+        position = {q.args[0]: (0, 0)}
+        for _ in range(5):
+            for s, r, t in story.facts:  # s is r of t
+                dx, dy = STEP[r]
+                if t in position and s not in position:
+                    position[s] = (position[t][0] + dx, position[t][1] + dy)
+                if s in position and t not in position:
+                    position[t] = (position[s][0] - dx, position[s][1] - dy)
+        squares = set(position.values())
+        assert len(squares) == 5  # every place on its own square
+        # count simple routes by breadth over partial paths
+        goal, routes, partial = position[q.args[1]], 0, [[(0, 0)]]
+        while partial:
+            path = partial.pop()
+            for dx, dy in STEP.values():
+                nxt = (path[-1][0] + dx, path[-1][1] + dy)
+                if nxt == goal:
+                    routes += 1
+                elif nxt in squares and nxt not in path:
+                    partial.append([*path, nxt])
+        assert routes == 1
+
+
 def test_shortest_path_is_the_unique_shortest_path() -> None:
     for story in generate_task("shortest_path", 20):
         q = story.questions[0]

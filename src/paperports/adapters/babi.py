@@ -220,6 +220,22 @@ def _babi18(rng: random.Random, question_type: int) -> Story:
     )
 
 
+def _routes(squares: set[tuple[int, int]], start: tuple[int, int], goal: tuple[int, int]) -> int:
+    """The number of simple paths from ``start`` to ``goal`` over neighbouring squares."""
+
+    def walk(square: tuple[int, int], seen: frozenset[tuple[int, int]]) -> int:
+        if square == goal:
+            return 1
+        total = 0
+        for dx, dy in _STEP.values():
+            step = (square[0] + dx, square[1] + dy)
+            if step in squares and step not in seen:
+                total += walk(step, seen | {step})
+        return total
+
+    return walk(start, frozenset([start]))
+
+
 def _babi19(rng: random.Random, question_type: int) -> Story:
     while True:
         first = rng.randrange(4)
@@ -248,12 +264,17 @@ def _babi19(rng: random.Random, question_type: int) -> Story:
 
         relate((0, 0), mid, first)
         relate(mid, end, second)
-        for node in range(3, 6):  # distractor places hanging off the known ones
-            anchor = rng.choice(list(positions))
-            d = rng.randrange(4)
-            spot = (anchor[0] + _STEP[d][0], anchor[1] + _STEP[d][1])
-            if spot in positions:
-                continue
+        # Two decoys, as bAbI's own path-finding generator places them: each next to one of
+        # the places named before the previous decoy (so the first hangs off the start or the
+        # middle), never on a taken square and never opening a second route between start and
+        # goal through neighbouring squares.
+        for node in (3, 4):
+            while True:
+                anchor = rng.choice([p for p, i in positions.items() if i < node - 1])
+                d = rng.randrange(4)
+                spot = (anchor[0] + _STEP[d][0], anchor[1] + _STEP[d][1])
+                if spot not in positions and _routes(set(positions) | {spot}, (0, 0), end) == 1:
+                    break
             positions[spot] = node
             relate(anchor, spot, d)
         rng.shuffle(facts)

@@ -93,17 +93,23 @@ def test_babi18_questions_need_exactly_two_facts_and_answers_follow_the_sizes(
     assert 0.4 < sum(answers) / len(answers) < 0.6  # yes and no equally likely
 
 
+def _squares(story: Story) -> dict[int, tuple[int, int]]:
+    """Each place's square, from the facts ("s is r of t"), with the start at (0, 0)."""
+    position = {story.questions[0].args[0]: (0, 0)}
+    for _ in range(len(story.facts)):
+        for s, r, t in story.facts:
+            dx, dy = STEP[r]
+            if t in position and s not in position:
+                position[s] = (position[t][0] + dx, position[t][1] + dy)
+            if s in position and t not in position:
+                position[t] = (position[s][0] - dx, position[s][1] - dy)
+    return position
+
+
 def test_babi19_directions_lead_from_start_to_end() -> None:
     for story in generate_task("babi19", 40):
         q = story.questions[0]
-        position = {q.args[0]: (0, 0)}
-        for _ in range(6):  # place nodes from the facts
-            for s, r, t in story.facts:  # s is r of t
-                dx, dy = STEP[r]
-                if t in position and s not in position:
-                    position[s] = (position[t][0] + dx, position[t][1] + dy)
-                if s in position and t not in position:
-                    position[t] = (position[s][0] - dx, position[s][1] - dy)
+        position = _squares(story)
         x, y = position[q.args[0]]
         for d in q.answer:
             x, y = x + STEP[d][0], y + STEP[d][1]
@@ -116,14 +122,7 @@ def test_babi19_has_two_decoys_and_one_route_as_babis_generator() -> None:
     for story in generate_task("babi19", 60, seed=3):
         q = story.questions[0]
         assert len(story.facts) == 4 and len(story.names) == 5
-        position = {q.args[0]: (0, 0)}
-        for _ in range(5):
-            for s, r, t in story.facts:  # s is r of t
-                dx, dy = STEP[r]
-                if t in position and s not in position:
-                    position[s] = (position[t][0] + dx, position[t][1] + dy)
-                if s in position and t not in position:
-                    position[t] = (position[s][0] - dx, position[s][1] - dy)
+        position = _squares(story)
         squares = set(position.values())
         assert len(squares) == 5  # every place on its own square
         # count simple routes by breadth over partial paths

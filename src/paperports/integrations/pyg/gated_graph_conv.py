@@ -204,7 +204,7 @@ class GatedGraphConv(MessagePassing):
             index = torch.stack([src, dst * slots + slot])
             size = (num_nodes, num_nodes * slots)
             if not torch.jit.is_scripting() and self._can_fuse(x, edge_weight):  # type: ignore[attr-defined]
-                sparse_adjacency = self._slot_adjacency(index, edge_weight, num_nodes)
+                sparse_adjacency = self._slot_adjacency(index, edge_weight, num_nodes, x.dtype)
         else:  # transform h_u per slot, then aggregate per node
             index = torch.stack([src * slots + slot, dst])
             size = (num_nodes * slots, num_nodes)
@@ -259,7 +259,9 @@ class GatedGraphConv(MessagePassing):
         )
 
     @torch.jit.unused
-    def _slot_adjacency(self, index: Tensor, edge_weight: OptTensor, num_nodes: int) -> Tensor:
+    def _slot_adjacency(
+        self, index: Tensor, edge_weight: OptTensor, num_nodes: int, dtype: torch.dtype
+    ) -> Tensor:
         """The CSR matrix ``A`` of shape ``(num_nodes * slots, num_nodes)`` with
         ``A[v * slots + k, u]`` the weight of the message ``u -> v`` in slot ``k``, so that
         ``A @ h`` holds the per-(node, slot) aggregates."""
@@ -269,9 +271,9 @@ class GatedGraphConv(MessagePassing):
         counts = torch.bincount(row, minlength=num_rows)
         crow = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
         if edge_weight is None:
-            values = torch.ones(row.numel(), dtype=self.weight.dtype, device=row.device)
+            values = torch.ones(row.numel(), dtype=dtype, device=row.device)
         else:
-            values = edge_weight[order].to(self.weight.dtype)
+            values = edge_weight[order].to(dtype)
         if self.aggr == "mean":
             values = values / counts[row[order]].to(values.dtype)
         with warnings.catch_warnings():

@@ -178,16 +178,12 @@ def _babi16(rng: random.Random, question_type: int) -> Story:
 def _two_fact_pairs(bigger: set[tuple[int, int]]) -> list[tuple[int, int]]:
     """The pairs ``(big, small)`` whose shortest derivation from the known "``big`` is
     bigger than ``small``" facts takes exactly two of them: the real task's questions."""
+    smaller: dict[int, list[int]] = {}
+    for big, small in sorted(bigger):
+        smaller.setdefault(big, []).append(small)
     pairs = []
-    for start in sorted({b for b, _ in bigger}):
-        distance = {start: 0}
-        frontier = deque([start])
-        while frontier:
-            node = frontier.popleft()
-            for b, smaller in sorted(bigger):
-                if b == node and smaller not in distance:
-                    distance[smaller] = distance[node] + 1
-                    frontier.append(smaller)
+    for start in sorted(smaller):
+        distance, _ = _bfs_paths(smaller, start)
         pairs += [(start, t) for t, d in sorted(distance.items()) if d == 2]
     return pairs
 

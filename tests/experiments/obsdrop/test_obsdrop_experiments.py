@@ -7,6 +7,7 @@ import torch
 
 from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observation
 from paperports.experiments.obsdrop.reproduce import (
+    N_ENVS,
     dream_transfer,
     evaluate_recurrent,
     model_rollout,
@@ -19,6 +20,7 @@ from paperports.integrations.sb3 import ObservationalDropoutPolicy, WorldModel
 def test_agent_evaluation_dream_transfer_and_rollout_run() -> None:
     agent = train_agent(0.1, 1024, seed=0)
     assert isinstance(agent.policy, ObservationalDropoutPolicy)
+    assert agent.n_envs == N_ENVS and agent.num_timesteps >= 1024  # side by side, as reproduced
     value = evaluate_recurrent(agent, 0.1, episodes=1, seed=0)
     assert 0.0 <= value <= 1000.0
     assert 0.0 <= dream_transfer(agent, 1024, seed=0, episodes=1) <= 1000.0

@@ -25,12 +25,13 @@ from sb3_contrib import RecurrentPPO
 from paperports.benchmarking import BenchResult, BenchRow
 from paperports.experiments.obsdrop.reproduce import (
     CONTROLLER,
+    ENV_ID,
     N_ENVS,
     PPO_SETTINGS,
     _vec,
     _wrapped,
 )
-from paperports.integrations.sb3 import ObservationalDropoutPolicy, ObservationalDropoutWrapper
+from paperports.integrations.sb3 import ObservationalDropoutPolicy
 from paperports.registry import RunContext
 
 TRAIN_STEPS = 4096
@@ -73,7 +74,7 @@ def _plain_numpy_rate(actions: np.ndarray) -> float:
 
 
 def _env_rate(actions: np.ndarray) -> float:
-    env = gym.make("paperports/CartPoleSwingUpHarder-v0")
+    env = gym.make(ENV_ID)
     env.reset(seed=0)
     start = time.perf_counter()
     for a in actions:
@@ -84,14 +85,11 @@ def _env_rate(actions: np.ndarray) -> float:
 
 
 def bench(ctx: RunContext) -> BenchResult:
-    def wrapped() -> ObservationalDropoutWrapper:
-        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
-
     settings: dict[str, Any] = {"n_steps": 256, "batch_size": 64, "n_epochs": 4, "seed": ctx.seed}
     ours = _training_rate(
         lambda: RecurrentPPO(
             ObservationalDropoutPolicy,
-            wrapped(),
+            _wrapped(0.1),
             policy_kwargs={"world_model": "cartpole"},
             **settings,
         )
@@ -99,7 +97,7 @@ def bench(ctx: RunContext) -> BenchResult:
     anchor = _training_rate(
         lambda: RecurrentPPO(
             "MlpLstmPolicy",
-            wrapped(),
+            _wrapped(0.1),
             policy_kwargs={"lstm_hidden_size": 16, "net_arch": [10]},
             **settings,
         )

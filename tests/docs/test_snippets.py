@@ -28,8 +28,15 @@ def test_doc_page_snippets_run(page: Path) -> None:
 
 @pytest.mark.parametrize(
     ("script", "args"),
-    [("foolbox_jsma.py", ["--images", "8"]), ("torch_bnlstm.py", ["--epochs", "1"])],
+    [
+        ("foolbox_jsma.py", ["--images", "8"]),
+        ("torch_bnlstm.py", ["--epochs", "1"]),
+        ("sb3_obsdrop_long_run.py", ["--steps", "2048", "--every", "2048", "--episodes", "1"]),
+    ],
 )
-def test_examples_run(monkeypatch: pytest.MonkeyPatch, script: str, args: list[str]) -> None:
+def test_examples_run(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: str, args: list[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)  # whatever a script writes stays out of the tree
     monkeypatch.setattr(sys, "argv", [script, *args])
     runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = sorted((ROOT / "docs" / "integrations").glob("*.md"))
@@ -39,4 +40,8 @@ def test_examples_run(
 ) -> None:
     monkeypatch.chdir(tmp_path)  # whatever a script writes stays out of the tree
     monkeypatch.setattr(sys, "argv", [script, *args])
-    runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
+    threads = torch.get_num_threads()  # a script may set its own; the other tests keep theirs
+    try:
+        runpy.run_path(str(ROOT / "examples" / script), run_name="__main__")
+    finally:
+        torch.set_num_threads(threads)

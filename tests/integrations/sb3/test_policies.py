@@ -262,3 +262,33 @@ def test_training_with_the_prediction_loss_makes_the_model_predict(tmp_path: Pat
     assert held_out_error(with_loss.policy) < 0.5 * held_out_error(without.policy)
     with_loss.save(tmp_path / "aux.zip")
     assert RecurrentPPO.load(tmp_path / "aux.zip").policy.prediction_loss_coef == 10.0
+
+
+def test_the_critic_trains_the_world_model_only_when_asked(tmp_path: Path) -> None:
+    """``critic_trains_world_model`` changes where the value loss's gradient goes, not what
+    the policy computes: same values and log-probabilities, and M gets a gradient from the
+    values alone only with the option on."""
+    torch.manual_seed(0)
+    attached = small_ppo(swingup(), world_model="mlp", critic_trains_world_model=True).policy
+    detached = small_ppo(swingup(), world_model="mlp").policy
+    detached.load_state_dict(attached.state_dict())
+    obs, starts = _rollout_batch(attached, n_seq=2, length=10)
+    states = RNNStates((torch.zeros(1, 2, 5),) * 2, (torch.zeros(1, 2, 5),) * 2)
+    actions = torch.rand(len(obs), 1) * 2 - 1
+    grads, outputs = [], []
+    for policy in (attached, detached):
+        policy.zero_grad()
+        values, log_prob, entropy = policy.evaluate_actions(obs, actions, states, starts)
+        values.square().sum().backward()
+        grads.append([p.grad for p in policy.world_model.parameters()])
+        outputs.append([values.detach(), log_prob.detach(), entropy.detach()])
+    for got, want in zip(*outputs, strict=True):
+        torch.testing.assert_close(got, want)
+    assert max(float(g.abs().max()) for g in grads[0] if g is not None) > 0
+    assert all(g is None or g.abs().max() == 0 for g in grads[1])
+
+    model = small_ppo(swingup(), world_model="cartpole", critic_trains_world_model=True)
+    model.learn(128)
+    model.save(tmp_path / "critic.zip")
+    loaded = RecurrentPPO.load(tmp_path / "critic.zip").policy
+    assert isinstance(loaded, ObservationalDropoutPolicy) and loaded.critic_trains_world_model

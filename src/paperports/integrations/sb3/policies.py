@@ -10,9 +10,12 @@ from :class:`~paperports.adapters.observational_dropout.ObservationalDropoutWrap
 so its recurrent state is the observation it used last step, :math:`\tilde o_{t-1}`. M is
 trained only through the policy's reinforcement-learning loss; nothing asks it to predict.
 The controller (``net_arch``, by default one hidden layer of 10 tanh units, like the paper's
-5-10-1 controller) and the critic act on :math:`\tilde o_t`; the critic's input is detached,
-so M's gradients come from the policy-gradient loss only (unless the auxiliary prediction
-loss of the ablation is switched on, ``prediction_loss_coef > 0``).
+5-10-1 controller) and the critic act on :math:`\tilde o_t`. By default the critic's input is
+detached, as sb3-contrib does for a shared LSTM, so M's gradients come from the
+policy-gradient loss only; with ``critic_trains_world_model=True`` the value loss (a
+regression on the returns, so still the reward alone) trains M as well. The auxiliary
+prediction loss of the ablation (``prediction_loss_coef > 0``) is the only term that asks M
+to predict.
 """
 
 from __future__ import annotations
@@ -139,6 +142,9 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         episode's first step), added to ``RecurrentPPO``'s loss. 0 (the default, the
         paper's method): M learns from the reinforcement-learning loss alone. The last
         minibatch's error is kept in ``last_prediction_error``.
+    :param critic_trains_world_model: Let the value loss's gradient reach M through
+        :math:`\tilde o_t` (sb3-contrib detaches a shared LSTM's output from the critic;
+        ``False``, the default, keeps that).
     :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
         fixed: the world model is the recurrent core).
     """
@@ -153,12 +159,14 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         net_arch: list[int] | dict[str, list[int]] | None = None,
         activation_fn: type[nn.Module] = nn.Tanh,
         prediction_loss_coef: float = 0.0,
+        critic_trains_world_model: bool = False,
         **kwargs: Any,
     ) -> None:
         if prediction_loss_coef < 0:
             raise ValueError(f"prediction_loss_coef must be >= 0, got {prediction_loss_coef}")
         self.prediction_loss_coef = float(prediction_loss_coef)
         self.last_prediction_error = float("nan")
+        self.critic_trains_world_model = bool(critic_trains_world_model)
         action_size = _action_size(action_space)
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ValueError(
@@ -226,18 +234,16 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
 
     def evaluate_actions(  # type: ignore[override]  # sb3-contrib's own signature
         self, obs: Tensor, actions: Tensor, lstm_states: RNNStates, episode_starts: Tensor
-    ) -> tuple[Tensor, Tensor, Tensor]:
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """``RecurrentActorCriticPolicy.evaluate_actions``; with ``prediction_loss_coef > 0``
         it also records M's prediction error and joins it to the loss that ``RecurrentPPO``
         backpropagates through the returned values."""
         if self.prediction_loss_coef == 0:
-            return super().evaluate_actions(obs, actions, lstm_states, episode_starts)
+            return self._evaluate(obs, actions, lstm_states, episode_starts)
         core = self.lstm_actor
         assert isinstance(core, WorldModelCore)
         with core.recording_prediction_error() as errors:
-            values, log_prob, entropy = super().evaluate_actions(
-                obs, actions, lstm_states, episode_starts
-            )
+            values, log_prob, entropy = self._evaluate(obs, actions, lstm_states, episode_starts)
         if not errors:
             return values, log_prob, entropy
         summed = torch.stack([e for e, _ in errors]).sum()
@@ -246,6 +252,23 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         self.last_prediction_error = float(loss.detach())
         joined: Tensor = _JoinLoss.apply(values, loss, self.prediction_loss_coef)  # type: ignore[no-untyped-call]
         return joined, log_prob, entropy
+
+    def _evaluate(
+        self, obs: Tensor, actions: Tensor, lstm_states: RNNStates, episode_starts: Tensor
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
+        if not self.critic_trains_world_model:
+            return super().evaluate_actions(obs, actions, lstm_states, episode_starts)
+        # sb3-contrib's evaluate_actions for a shared core, without detaching the critic.
+        features = self.extract_features(obs)
+        assert isinstance(features, Tensor)  # the features extractor is shared
+        h, c = lstm_states.pi
+        believed, _ = self._process_sequence(features, (h, c), episode_starts, self.lstm_actor)
+        latent_pi = self.mlp_extractor.forward_actor(believed)
+        latent_vf = self.mlp_extractor.forward_critic(believed)
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        values: Tensor = self.value_net(latent_vf)
+        entropy = distribution.entropy()
+        return values, distribution.log_prob(actions), entropy
 
     @property
     def world_model(self) -> WorldModel:
@@ -290,4 +313,5 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             data["world_model"] = self.world_model_name
         data["world_model_kwargs"] = self.world_model_kwargs
         data["prediction_loss_coef"] = self.prediction_loss_coef
+        data["critic_trains_world_model"] = self.critic_trains_world_model
         return data

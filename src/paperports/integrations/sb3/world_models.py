@@ -78,19 +78,39 @@ class CartPoleWorldModel(WorldModel):
         x' = x + \dot x\, dt, \quad \dot x' = \dot x + \ddot x\, dt, \quad
         \theta' = \theta + \dot\theta\, dt, \quad \dot\theta' = \dot\theta + \ddot\theta\, dt
 
+    The MLP's outputs are multiplied by ``acceleration_scale``: the swing-up's accelerations
+    reach tens of m/s² and rad/s², far from what a freshly initialised MLP outputs.
+
     Args:
         hidden_sizes: Hidden layer widths of the acceleration MLP. (default: ``(32, 32)``)
         dt: The integration step, the environment's 0.01 s.
+        acceleration_scale: The factor on the MLP's outputs. (default: ``1.0``)
+        zero_init: Start the MLP's last layer at zero, so that M starts as the
+            constant-velocity model (zero accelerations). (default: ``False``)
     """
 
-    def __init__(self, hidden_sizes: tuple[int, ...] = (32, 32), dt: float = 0.01) -> None:
+    def __init__(
+        self,
+        hidden_sizes: tuple[int, ...] = (32, 32),
+        dt: float = 0.01,
+        acceleration_scale: float = 1.0,
+        zero_init: bool = False,
+    ) -> None:
         super().__init__(obs_size=5, action_size=1)
+        if not acceleration_scale > 0:
+            raise ValueError(f"acceleration_scale must be > 0, got {acceleration_scale}")
         self.dt = dt
+        self.acceleration_scale = float(acceleration_scale)
         self.accelerations = _mlp(5 + 1, hidden_sizes, 2)
+        if zero_init:
+            last = self.accelerations[-1]
+            assert isinstance(last, nn.Linear)
+            nn.init.zeros_(last.weight)
+            nn.init.zeros_(last.bias)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         x, x_dot, cos, sin, theta_dot = obs.unbind(-1)
-        acc: Tensor = self.accelerations(torch.cat([obs, action], dim=-1))
+        acc: Tensor = self.acceleration_scale * self.accelerations(torch.cat([obs, action], -1))
         x_acc, theta_acc = acc.unbind(-1)
         turn = theta_dot * self.dt
         return torch.stack(

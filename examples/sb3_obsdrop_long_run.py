@@ -3,9 +3,11 @@
 RecurrentPPO with ObservationalDropoutPolicy and the reproduction's settings (16 envs side by
 side, n_steps 128, minibatches of 1,024, [64, 64] controller); every ``--every`` steps the
 mean return of 20 deterministic episodes (seeds 50,000+) and a checkpoint; at the end
-``--episodes`` other episodes (seeds 90,000+) score the last checkpoint.
+``--episodes`` other episodes (seeds 90,000+) score the last checkpoint. With
+``--dream-steps`` a fresh PPO then trains that many steps inside the agent's M
+(``WorldModelEnv``) and is scored in the real environment: the dream transfer.
 
-python examples/sb3_obsdrop_long_run.py --p 0.1 --steps 2000000 --lr-decay --prediction-loss 1
+python examples/sb3_obsdrop_long_run.py --p 0.1 --lr-decay --prediction-loss 1 --dream-steps 500000
 """
 
 from __future__ import annotations
@@ -25,7 +27,9 @@ from paperports.experiments.obsdrop.reproduce import (
     PPO_SETTINGS,
     _vec,
     _wrapped,
+    dream_transfer,
     evaluate_recurrent,
+    prediction_error,
 )
 from paperports.integrations.sb3 import ObservationalDropoutPolicy
 
@@ -71,6 +75,10 @@ def main(args: argparse.Namespace) -> float:
     returns = [evaluate_recurrent(model, args.p, 1, 90_000 + e) for e in range(args.episodes)]
     mean = float(np.mean(returns))
     print(f"final: {mean:.0f} ± {np.std(returns):.0f} over {args.episodes} episodes")
+    if args.dream_steps:
+        error = prediction_error(model, args.p, 2_000, args.seed)
+        dream = dream_transfer(model, args.dream_steps, args.seed, args.episodes)
+        print(f"M's one-step error {error:.4f}; dream transfer: {dream:.0f} (real env)")
     return mean
 
 
@@ -84,6 +92,9 @@ if __name__ == "__main__":
     parser.add_argument("--normalize-reward", action="store_true")
     parser.add_argument(
         "--prediction-loss", type=float, default=0.0, help="the ablation's coefficient"
+    )
+    parser.add_argument(
+        "--dream-steps", type=int, default=0, help="PPO steps in M's dream (0: no transfer)"
     )
     parser.add_argument("--threads", type=int, default=1, help="torch threads")
     parser.add_argument("--every", type=int, default=200_000)

@@ -32,7 +32,10 @@ def test_doc_page_snippets_run(page: Path) -> None:
     [
         ("foolbox_jsma.py", ["--images", "8"]),
         ("torch_bnlstm.py", ["--epochs", "1"]),
-        ("sb3_obsdrop_long_run.py", ["--steps", "2048", "--every", "2048", "--episodes", "1"]),
+        (
+            "sb3_obsdrop_long_run.py",
+            ["--steps", "2048", "--every", "2048", "--episodes", "1", "--dream-steps", "256"],
+        ),
     ],
 )
 def test_examples_run(

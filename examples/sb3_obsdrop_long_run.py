@@ -1,13 +1,14 @@
 """A long observational-dropout run on the harder swing-up, as the docs' long-run table.
 
 RecurrentPPO with ObservationalDropoutPolicy and the reproduction's settings (16 envs side by
-side, n_steps 128, minibatches of 1,024, [64, 64] controller); every ``--every`` steps the
+side, n_steps 128, minibatches of 1,024, lr 1e-3 decayed linearly to 0, [64, 64]
+controller); every ``--every`` steps the
 mean return of 20 deterministic episodes (seeds 50,000+) and a checkpoint; at the end
 ``--episodes`` other episodes (seeds 90,000+) score the last checkpoint. With
 ``--dream-steps`` a fresh PPO then trains that many steps inside the agent's M
 (``WorldModelEnv``) and is scored in the real environment: the dream transfer.
 
-python examples/sb3_obsdrop_long_run.py --p 0.1 --lr-decay --prediction-loss 1 --dream-steps 500000
+python examples/sb3_obsdrop_long_run.py --p 0.1 --prediction-loss 1 --dream-steps 500000
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from paperports.experiments.obsdrop.reproduce import (
     CONTROLLER,
+    LEARNING_RATE,
     PPO_SETTINGS,
     _vec,
     _wrapped,
@@ -56,16 +58,20 @@ def main(args: argparse.Namespace) -> float:
     # 1,800 steps/s on one core), two runs side by side on two cores.
     torch.set_num_threads(args.threads)
     settings: dict[str, Any] = PPO_SETTINGS | {"gamma": args.gamma}
-    if args.lr_decay:  # linearly to 0 over the run
-        lr0 = settings["learning_rate"]
-        settings["learning_rate"] = lambda remaining: lr0 * remaining
+    if args.constant_lr:
+        settings["learning_rate"] = LEARNING_RATE
     env = _vec(_wrapped, args.seed, p=args.p)
     if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
         env = VecNormalize(env, norm_obs=False, norm_reward=True, gamma=args.gamma)
     policy_kwargs = {
         "world_model": "cartpole",
+        "world_model_kwargs": {
+            "acceleration_scale": args.acceleration_scale,
+            "zero_init": args.zero_init,
+        },
         "net_arch": CONTROLLER,
         "prediction_loss_coef": args.prediction_loss,
+        "critic_trains_world_model": args.critic_trains_model,
     }
     model = RecurrentPPO(
         ObservationalDropoutPolicy, env, policy_kwargs=policy_kwargs, seed=args.seed, **settings
@@ -88,11 +94,16 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gamma", type=float, default=0.99)
-    parser.add_argument("--lr-decay", action="store_true", help="lr 1e-3 linearly to 0")
+    parser.add_argument("--constant-lr", action="store_true", help="lr 1e-3 throughout")
     parser.add_argument("--normalize-reward", action="store_true")
     parser.add_argument(
         "--prediction-loss", type=float, default=0.0, help="the ablation's coefficient"
     )
+    parser.add_argument(
+        "--critic-trains-model", action="store_true", help="the value loss reaches M too"
+    )
+    parser.add_argument("--acceleration-scale", type=float, default=1.0, help="M's output scale")
+    parser.add_argument("--zero-init", action="store_true", help="M starts at zero accelerations")
     parser.add_argument(
         "--dream-steps", type=int, default=0, help="PPO steps in M's dream (0: no transfer)"
     )

@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> float:
     # The networks are tiny: the docs' figures were measured with one thread per run (about
     # 1,800 steps/s on one core), two runs side by side on two cores.
     torch.set_num_threads(args.threads)
-    settings: dict[str, Any] = PPO_SETTINGS | {"gamma": args.gamma}
+    settings: dict[str, Any] = PPO_SETTINGS | {"gamma": args.gamma, "vf_coef": args.vf_coef}
     if args.constant_lr:
         settings["learning_rate"] = LEARNING_RATE
     env = _vec(_wrapped, args.seed, p=args.p)
@@ -94,6 +94,7 @@ if __name__ == "__main__":
     parser.add_argument("--steps", type=int, default=2_000_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--gamma", type=float, default=0.99)
+    parser.add_argument("--vf-coef", type=float, default=0.5, help="the value loss's weight")
     parser.add_argument("--constant-lr", action="store_true", help="lr 1e-3 throughout")
     parser.add_argument("--normalize-reward", action="store_true")
     parser.add_argument(

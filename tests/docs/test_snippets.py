@@ -38,6 +38,7 @@ def test_doc_page_snippets_run(page: Path) -> None:
             [
                 *("--steps", "2048", "--every", "2048", "--episodes", "1", "--dream-steps", "256"),
                 *("--critic-trains-model", "--acceleration-scale", "10", "--zero-init"),
+                *("--vf-coef", "2"),
             ],
         ),
     ],

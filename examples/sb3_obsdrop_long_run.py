@@ -2,11 +2,10 @@
 
 RecurrentPPO with ObservationalDropoutPolicy and the reproduction's settings (16 envs side by
 side, n_steps 128, minibatches of 1,024, lr 1e-3 decayed linearly to 0, [64, 64]
-controller); every ``--every`` steps the
-mean return of 20 deterministic episodes (seeds 50,000+) and a checkpoint; at the end
-``--episodes`` other episodes (seeds 90,000+) score the last checkpoint. With
-``--dream-steps`` a fresh PPO then trains that many steps inside the agent's M
-(``WorldModelEnv``) and is scored in the real environment: the dream transfer.
+controller); every ``--every`` steps the mean return of 20 deterministic episodes (seeds
+50,000+) and a checkpoint; at the end ``--episodes`` other episodes (seeds 90,000+) score
+the last checkpoint. With ``--dream-steps`` a fresh PPO then trains that many steps inside
+the agent's M (``WorldModelEnv``) and is scored in the real environment: the dream transfer.
 
 python examples/sb3_obsdrop_long_run.py --p 0.1 --prediction-loss 1 --dream-steps 500000
 """

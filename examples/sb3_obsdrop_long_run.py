@@ -23,16 +23,14 @@ from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
 from paperports.experiments.obsdrop.reproduce import (
-    CONTROLLER,
     LEARNING_RATE,
-    PPO_SETTINGS,
     _vec,
     _wrapped,
     dream_transfer,
     evaluate_recurrent,
+    make_agent,
     prediction_error,
 )
-from paperports.integrations.sb3 import ObservationalDropoutPolicy
 
 
 class Checkpoints(BaseCallback):
@@ -46,8 +44,8 @@ class Checkpoints(BaseCallback):
         if self.num_timesteps >= self.next:
             self.next += self.every
             assert isinstance(self.model, RecurrentPPO)
-            curve = [evaluate_recurrent(self.model, self.p, 1, 50_000 + e) for e in range(20)]
-            print(f"{self.num_timesteps:>9,} steps: return {np.mean(curve):.0f} (20 episodes)")
+            curve = evaluate_recurrent(self.model, self.p, 20, 50_000)
+            print(f"{self.num_timesteps:>9,} steps: return {curve:.0f} (20 episodes)")
             self.model.save(self.out / f"obsdrop_p{self.p}_{self.num_timesteps}.zip")
         return True
 
@@ -56,25 +54,21 @@ def main(args: argparse.Namespace) -> float:
     # The networks are tiny: the docs' figures were measured with one thread per run (about
     # 1,800 steps/s on one core), two runs side by side on two cores.
     torch.set_num_threads(args.threads)
-    settings: dict[str, Any] = PPO_SETTINGS | {"gamma": args.gamma, "vf_coef": args.vf_coef}
+    settings: dict[str, Any] = {"gamma": args.gamma, "vf_coef": args.vf_coef}
     if args.constant_lr:
         settings["learning_rate"] = LEARNING_RATE
     env = _vec(_wrapped, args.seed, p=args.p)
     if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
         env = VecNormalize(env, norm_obs=False, norm_reward=True, gamma=args.gamma)
     policy_kwargs = {
-        "world_model": "cartpole",
         "world_model_kwargs": {
             "acceleration_scale": args.acceleration_scale,
             "zero_init": args.zero_init,
         },
-        "net_arch": CONTROLLER,
         "prediction_loss_coef": args.prediction_loss,
         "critic_trains_world_model": args.critic_trains_model,
     }
-    model = RecurrentPPO(
-        ObservationalDropoutPolicy, env, policy_kwargs=policy_kwargs, seed=args.seed, **settings
-    )
+    model = make_agent(args.p, args.seed, env=env, policy_kwargs=policy_kwargs, **settings)
     args.out.mkdir(parents=True, exist_ok=True)
     model.learn(args.steps, callback=Checkpoints(args.p, args.every, args.out))
     returns = [evaluate_recurrent(model, args.p, 1, 90_000 + e) for e in range(args.episodes)]

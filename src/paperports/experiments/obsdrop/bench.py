@@ -24,12 +24,11 @@ from sb3_contrib import RecurrentPPO
 
 from paperports.benchmarking import BenchResult, BenchRow
 from paperports.experiments.obsdrop.reproduce import (
-    CONTROLLER,
     ENV_ID,
     N_ENVS,
     PPO_SETTINGS,
-    _vec,
     _wrapped,
+    make_agent,
 )
 from paperports.integrations.sb3 import ObservationalDropoutPolicy
 from paperports.registry import RunContext
@@ -114,24 +113,8 @@ def bench(ctx: RunContext) -> BenchResult:
             extra={"train_steps": TRAIN_STEPS, "peek_prob": 0.1},
         )
     ]
-    ours_vec = _training_rate(
-        lambda: RecurrentPPO(
-            ObservationalDropoutPolicy,
-            _vec(_wrapped, ctx.seed, p=0.1),
-            policy_kwargs={"world_model": "cartpole", "net_arch": CONTROLLER},
-            seed=ctx.seed,
-            **PPO_SETTINGS,
-        )
-    )
-    anchor_vec = _training_rate(
-        lambda: RecurrentPPO(
-            "MlpLstmPolicy",
-            _vec(_wrapped, ctx.seed, p=0.1),
-            policy_kwargs={"lstm_hidden_size": 16, "net_arch": CONTROLLER},
-            seed=ctx.seed,
-            **PPO_SETTINGS,
-        )
-    )
+    ours_vec = _training_rate(lambda: make_agent(0.1, ctx.seed))
+    anchor_vec = _training_rate(lambda: make_agent(0.1, ctx.seed, "MlpLstmPolicy"))
     ctx.log(f"  {N_ENVS} envs: ours {ours_vec:.0f}, MlpLstmPolicy {anchor_vec:.0f} steps/s")
     rows.append(
         BenchRow(

@@ -75,6 +75,28 @@ def _vec(make: Any, seed: int, **kwargs: Any) -> VecEnv:
     return make_vec_env(make, n_envs=N_ENVS, seed=seed, env_kwargs=kwargs)
 
 
+def make_agent(
+    p: float,
+    seed: int,
+    policy: Any = ObservationalDropoutPolicy,
+    env: VecEnv | None = None,
+    policy_kwargs: dict[str, Any] | None = None,
+    **settings: Any,
+) -> RecurrentPPO:
+    """An untrained ``RecurrentPPO`` with the reproduction's settings on the swing-up with
+    observational dropout ``p`` (``N_ENVS`` side by side unless ``env`` is given):
+    ``ObservationalDropoutPolicy`` with the physics-structured M, or ``MlpLstmPolicy`` with 16
+    units, both with the ``CONTROLLER`` layers. ``policy_kwargs`` and ``settings`` override
+    the policy's and ``PPO_SETTINGS``' entries (the long-run example's options)."""
+    kwargs = (
+        {"world_model": "cartpole", "net_arch": CONTROLLER}
+        if policy is ObservationalDropoutPolicy
+        else {"lstm_hidden_size": 16, "net_arch": CONTROLLER}
+    ) | (policy_kwargs or {})
+    env = env if env is not None else _vec(_wrapped, seed, p=p)
+    return RecurrentPPO(policy, env, policy_kwargs=kwargs, seed=seed, **(PPO_SETTINGS | settings))
+
+
 def train_agent(
     p: float,
     steps: int,
@@ -83,19 +105,13 @@ def train_agent(
     prediction_loss_coef: float = 0.0,
 ) -> RecurrentPPO:
     """``RecurrentPPO`` on the swing-up with observational dropout ``p`` (and, for the
-    ablation, the auxiliary prediction loss)."""
-    kwargs = (
-        {
-            "world_model": "cartpole",
-            "prediction_loss_coef": prediction_loss_coef,
-            "net_arch": CONTROLLER,
-        }
+    ablation, the auxiliary prediction loss), trained ``steps`` steps."""
+    ablation = (
+        {"prediction_loss_coef": prediction_loss_coef}
         if policy is ObservationalDropoutPolicy
-        else {"lstm_hidden_size": 16, "net_arch": CONTROLLER}
+        else {}
     )
-    env = _vec(_wrapped, seed, p=p)
-    model = RecurrentPPO(policy, env, policy_kwargs=kwargs, seed=seed, **PPO_SETTINGS)
-    return model.learn(steps)
+    return make_agent(p, seed, policy, policy_kwargs=ablation).learn(steps)
 
 
 @torch.no_grad()

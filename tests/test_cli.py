@@ -36,7 +36,7 @@ class _Fake:
             raise RuntimeError("seed 13 is unlucky")
         ctx.out.mkdir(parents=True, exist_ok=True)
         path = ctx.out / "report.md"
-        path.write_text(f"quick={ctx.quick} seed={ctx.seed}")
+        path.write_text(f"quick={ctx.quick} seed={ctx.seed} jobs={ctx.jobs}")
         return path
 
     @staticmethod
@@ -62,7 +62,21 @@ def test_reproduce_writes_under_out_and_passes_options(fake_method: str, tmp_pat
     assert (
         cli.main(["reproduce", fake_method, "--quick", "--seed", "3", "--out", str(tmp_path)]) == 0
     )
-    assert (tmp_path / "fake" / "report.md").read_text() == "quick=True seed=3"
+    assert (tmp_path / "fake" / "report.md").read_text() == "quick=True seed=3 jobs=1"
+    assert cli.main(["reproduce", fake_method, "--jobs", "4", "--out", str(tmp_path)]) == 0
+    assert (tmp_path / "fake" / "report.md").read_text() == "quick=False seed=0 jobs=4"
+
+
+@pytest.mark.parametrize("jobs", ["0", "-2", "two"])
+def test_jobs_must_be_a_positive_whole_number(
+    jobs: str, fake_method: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        cli.main(["reproduce", fake_method, "--jobs", jobs])
+    assert info.value.code == 2
+    assert f"expected a whole number >= 1, got '{jobs}'" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="jobs must be >= 1"):
+        RunContext(out=Path("unused"), jobs=0)
 
 
 def test_errors_are_one_line_without_debug(

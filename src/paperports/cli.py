@@ -33,6 +33,16 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
 
 
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of the ``paperports`` command."""
     methods = f"methods:\n{_methods_help()}"
@@ -57,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--quick", action="store_true", help="a reduced budget (minutes, not hours)")
     rep.add_argument("--out", type=Path, default=Path("reports"), help="output folder")
     rep.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    rep.add_argument(
+        "--jobs",
+        type=_positive,
+        default=1,
+        help="worker processes for the independent training runs of obsdrop, one torch "
+        "thread each (default: 1, in this process); the other methods ignore it",
+    )
 
     ben = sub.add_parser(
         "bench",
@@ -76,7 +93,11 @@ def _run(args: argparse.Namespace) -> int:
     for method in _selected(args.method):
         if args.command == "reproduce":
             ctx = RunContext(
-                out=args.out / method.name, quick=args.quick, seed=args.seed, quiet=args.quiet
+                out=args.out / method.name,
+                quick=args.quick,
+                seed=args.seed,
+                quiet=args.quiet,
+                jobs=args.jobs,
             )
             ctx.log(f"paperports reproduce {method.name}{' --quick' if args.quick else ''} ...")
             report = method.reproduce(ctx)

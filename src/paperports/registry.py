@@ -72,6 +72,13 @@ class RunContext:
     """The base seed; experiments with several seeds derive theirs from it."""
     quiet: bool = False
     """No progress bars."""
+    jobs: int = 1
+    """Worker processes for a reproduction whose runs are independent (``obsdrop``); the
+    other methods run in this process whatever it is."""
+
+    def __post_init__(self) -> None:
+        if self.jobs < 1:
+            raise ValueError(f"jobs must be >= 1, got {self.jobs}")
 
     def progress(self, items: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:
         """Iterate ``items`` with a progress bar unless ``quiet``."""

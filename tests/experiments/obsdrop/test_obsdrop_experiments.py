@@ -2,19 +2,26 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+import pytest
 import torch
 
 from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observation
 from paperports.experiments.obsdrop.reproduce import (
     N_ENVS,
+    AgentRun,
     dream_transfer,
     evaluate_recurrent,
     model_rollout,
     prediction_error,
+    run_agent,
+    run_agents,
     train_agent,
 )
 from paperports.integrations.sb3 import ObservationalDropoutPolicy, WorldModel
+from paperports.registry import RunContext
 
 
 def test_agent_evaluation_dream_transfer_and_rollout_run() -> None:
@@ -51,3 +58,26 @@ def test_prediction_error_is_zero_for_the_true_dynamics_and_not_otherwise() -> N
     assert prediction_error(agent, 0.1, 200, seed=0) > 1e-3  # an untrained model
     agent.policy.lstm_actor.world_model = _Oracle()
     assert prediction_error(agent, 0.1, 200, seed=0) < 1e-9
+
+
+def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -> None:
+    runs = [AgentRun("obsdrop", 0.1, 3, keep=True), AgentRun("ceiling", 1.0, 4)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # as each worker runs
+    try:
+        here = run_agents(runs, 1024, 1024, 1, RunContext(tmp_path, quiet=True))
+    finally:
+        torch.set_num_threads(threads)
+    there = run_agents(runs, 1024, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
+    for a, b in zip(here, there, strict=True):
+        assert {k: v for k, v in a.items() if k != "agent"} == {
+            k: v for k, v in b.items() if k != "agent"
+        }
+    obsdrop, ceiling = there
+    assert obsdrop["dream"] is not None and obsdrop["error"] > 0 and obsdrop["agent"]
+    assert ceiling["dream"] is None and ceiling["error"] is None and ceiling["agent"] is None
+
+
+def test_an_unknown_run_kind_is_refused() -> None:
+    with pytest.raises(ValueError, match="'obsdrop', 'lstm' or 'ceiling', got 'ppo'"):
+        run_agent(AgentRun("ppo", 0.1, 0), 1024, 1024, 1)

@@ -11,7 +11,11 @@ a rollout of M against the true trajectory, with the peeks marked, and a frame s
 
 from __future__ import annotations
 
+import io
 import math
+import multiprocessing
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -215,6 +219,71 @@ def model_rollout(agent: RecurrentPPO, p: float, steps: int, seed: int) -> dict[
     }
 
 
+@dataclass(frozen=True)
+class AgentRun:
+    """One training run of the reproduction, independent of the others.
+
+    ``kind``: ``"obsdrop"`` (``ObservationalDropoutPolicy``, scored with the dropout, plus its
+    dream transfer and M's one-step error), ``"lstm"`` (``MlpLstmPolicy`` on the same wrapped
+    env) or ``"ceiling"`` (PPO on the unmasked env). ``keep``: also return the trained agent
+    (saved as bytes), for the rollout figure."""
+
+    kind: str
+    p: float
+    seed: int
+    prediction_loss_coef: float = 0.0
+    keep: bool = False
+
+
+def run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dict[str, Any]:
+    """Train ``run``'s agent for ``steps`` and measure it: ``{"return", "dream", "error",
+    "agent"}`` (``None`` where a measurement does not apply). Seeds derive from ``run.seed``
+    only, so the result does not depend on which process runs it."""
+    if run.kind == "ceiling":
+        ppo = PPO("MlpPolicy", _vec(ENV_ID, run.seed), seed=run.seed, **PLAIN_PPO_SETTINGS)
+        score = evaluate_plain(ppo.learn(steps), episodes, 20_000 + run.seed)
+        return {"return": score, "dream": None, "error": None, "agent": None}
+    if run.kind not in ("obsdrop", "lstm"):
+        raise ValueError(f"AgentRun.kind must be 'obsdrop', 'lstm' or 'ceiling', got {run.kind!r}")
+    policy = ObservationalDropoutPolicy if run.kind == "obsdrop" else "MlpLstmPolicy"
+    agent = train_agent(run.p, steps, run.seed, policy, run.prediction_loss_coef)
+    result: dict[str, Any] = {
+        "return": evaluate_recurrent(agent, run.p, episodes, 20_000 + run.seed),
+        "dream": None,
+        "error": None,
+        "agent": None,
+    }
+    if run.kind == "obsdrop":
+        result["dream"] = dream_transfer(agent, dream_steps, run.seed, episodes)
+        result["error"] = prediction_error(agent, run.p, 1000, 30_000 + run.seed)
+    if run.keep:
+        saved = io.BytesIO()
+        agent.save(saved)
+        result["agent"] = saved.getvalue()
+    return result
+
+
+def _one_thread() -> None:
+    torch.set_num_threads(1)
+
+
+def run_agents(
+    runs: list[AgentRun], steps: int, dream_steps: int, episodes: int, ctx: RunContext
+) -> list[dict[str, Any]]:
+    """:func:`run_agent` for each run, in order; with ``ctx.jobs > 1`` in that many worker
+    processes (each on one torch thread: the networks are tiny), else in this process."""
+    args = (steps, dream_steps, episodes)
+    if ctx.jobs == 1:
+        return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
+    # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(ctx.jobs, mp_context=spawn, initializer=_one_thread) as pool:
+        futures = [pool.submit(run_agent, r, *args) for r in runs]
+        for _ in ctx.progress(as_completed(futures), "obsdrop agents", len(futures)):
+            pass
+        return [f.result() for f in futures]
+
+
 def reproduce(ctx: RunContext) -> Path:
     report = Report(METHODS["obsdrop"], ctx.out)
     ps = [0.1, 1.0] if ctx.quick else sorted(PAPER_RETURNS)
@@ -224,57 +293,37 @@ def reproduce(ctx: RunContext) -> Path:
     # Episodes are cheap (20 in about 5 s) and their returns spread widely (standard
     # deviation ~250: some random starts end at once), so even the quick budget uses 20.
     episodes = 20 if ctx.quick else 100
-    returns: dict[float, list[float]] = {}
-    dreams: dict[float, list[float]] = {}
-    agents: dict[float, RecurrentPPO] = {}
-    p10: list[RecurrentPPO] = []  # every seed's agent at p = 10%, for the ablation
-    runs = [(p, s) for p in ps for s in seeds]
-    for p, seed in ctx.progress(runs, desc="obsdrop agents", total=len(runs)):
-        agent = train_agent(p, steps, seed)
-        returns.setdefault(p, []).append(evaluate_recurrent(agent, p, episodes, 20_000 + seed))
-        dreams.setdefault(p, []).append(dream_transfer(agent, dream_steps, seed, episodes))
-        agents.setdefault(p, agent)
-        if p == 0.1:
-            p10.append(agent)
-    ctx.log("obsdrop: the auxiliary prediction-loss ablation at p = 10% ...")
-    with_loss = [train_agent(0.1, steps, s, prediction_loss_coef=1.0) for s in seeds]
+    runs = [
+        AgentRun("obsdrop", p, s, keep=(p, s) == (min(ps), ctx.seed)) for p in ps for s in seeds
+    ]
+    runs += [AgentRun("obsdrop", 0.1, s, prediction_loss_coef=1.0) for s in seeds]
+    runs += [AgentRun("lstm", 0.1, s) for s in seeds]
+    runs += [AgentRun("ceiling", 1.0, s) for s in seeds]
+    ctx.log(f"obsdrop: {len(runs)} agents of {steps:,} steps, {ctx.jobs} at a time ...")
+    done = list(zip(runs, run_agents(runs, steps, dream_steps, episodes, ctx), strict=True))
+
+    def measured(kind: str, p: float, key: str, coef: float = 0.0) -> list[float]:
+        """``key`` of the runs of that kind, p and coefficient, one per seed."""
+        return [
+            result[key]
+            for run, result in done
+            if (run.kind, run.p, run.prediction_loss_coef) == (kind, p, coef)
+        ]
+
+    returns = {p: measured("obsdrop", p, "return") for p in ps}
+    dreams = {p: measured("obsdrop", p, "dream") for p in ps}
     ablation = {
         "RL loss only (the paper's method)": {
-            "return": returns[0.1],
-            "dream": dreams[0.1],
-            "error": [
-                prediction_error(a, 0.1, 1000, 30_000 + s) for a, s in zip(p10, seeds, strict=True)
-            ],
+            key: measured("obsdrop", 0.1, key) for key in ("return", "dream", "error")
         },
         "with the prediction loss (coefficient 1)": {
-            "return": [
-                evaluate_recurrent(a, 0.1, episodes, 20_000 + s)
-                for a, s in zip(with_loss, seeds, strict=True)
-            ],
-            "dream": [
-                dream_transfer(a, dream_steps, s, episodes)
-                for a, s in zip(with_loss, seeds, strict=True)
-            ],
-            "error": [
-                prediction_error(a, 0.1, 1000, 30_000 + s)
-                for a, s in zip(with_loss, seeds, strict=True)
-            ],
+            key: measured("obsdrop", 0.1, key, 1.0) for key in ("return", "dream", "error")
         },
     }
-    ctx.log("obsdrop: references ...")
-    lstm = [
-        evaluate_recurrent(train_agent(0.1, steps, s, "MlpLstmPolicy"), 0.1, episodes, 20_000 + s)
-        for s in seeds
-    ]
-    ceiling = [
-        evaluate_plain(
-            PPO("MlpPolicy", _vec(ENV_ID, s), seed=s, **PLAIN_PPO_SETTINGS).learn(steps),
-            episodes,
-            20_000 + s,
-        )
-        for s in seeds
-    ]
-    rollout = model_rollout(agents[min(ps)], min(ps), 300, ctx.seed)
+    lstm = measured("lstm", 0.1, "return")
+    ceiling = measured("ceiling", 1.0, "return")
+    kept = next(result["agent"] for run, result in done if run.keep)
+    rollout = model_rollout(RecurrentPPO.load(io.BytesIO(kept)), min(ps), 300, ctx.seed)
     _write(
         report,
         ctx,

@@ -81,3 +81,16 @@ def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -
 def test_an_unknown_run_kind_is_refused() -> None:
     with pytest.raises(ValueError, match="'obsdrop', 'lstm' or 'ceiling', got 'ppo'"):
         run_agent(AgentRun("ppo", 0.1, 0), 1024, 1024, 1)
+
+
+def test_the_value_route_lets_the_critic_train_a_scaled_world_model() -> None:
+    agent = train_agent(0.1, 256, seed=0, value_route=True)
+    policy = agent.policy
+    assert isinstance(policy, ObservationalDropoutPolicy)
+    assert policy.critic_trains_world_model and policy.prediction_loss_coef == 0.0
+    assert policy.world_model.acceleration_scale == 10.0
+    default = train_agent(0.1, 256, seed=0).policy
+    assert isinstance(default, ObservationalDropoutPolicy)
+    assert not default.critic_trains_world_model
+    with pytest.raises(ValueError, match="need ObservationalDropoutPolicy"):
+        train_agent(0.1, 256, seed=0, policy="MlpLstmPolicy", value_route=True)

@@ -5,8 +5,11 @@ physics-structured world model) on ``CartPoleSwingUpHarder`` wrapped in the drop
 return in the real environment with the same dropout; the dream transfer (a fresh PPO
 policy trained only inside the agent's world model, evaluated in the real environment);
 and two references on the same budget: ``MlpLstmPolicy`` on the same wrapped environment
-(a memory, but no model) and PPO on the unmasked environment (the p = 100% ceiling). Then
-a rollout of M against the true trajectory, with the peeks marked, and a frame strip.
+(a memory, but no model) and PPO on the unmasked environment (the p = 100% ceiling). At
+p = 10%, what trains M: the policy gradient alone (the default), the value loss too
+(:data:`VALUE_ROUTE`), or an auxiliary prediction loss (the ablation). Then a rollout of M
+against the true trajectory, with the peeks marked, and a frame strip. The agents are
+independent: ``--jobs N`` trains N at a time in worker processes.
 """
 
 from __future__ import annotations

@@ -108,9 +108,9 @@ def make_agent(
 # critic from a shared core) and M's accelerations are scaled x10 from a zero start: 449 /
 # 449 / 441 at p = 10% after 2 M steps against 382 for the defaults (docs/integrations/sb3.md).
 # Still the reward alone: the value loss regresses the returns. With the prediction loss
-# added to these settings M stayed as inaccurate (one-step error 0.03, against 0.001 with the
-# defaults) and the return as low (456, one seed): the value gradient seems to override the
-# prediction term, so the prediction-loss ablation keeps the defaults.
+# added to these settings M stayed as inaccurate (one-step error 0.02-0.03, against 0.001
+# with the defaults) and the return as low (456 / 473 / 455, seeds 0-2): the value gradient
+# seems to override the prediction term, so the prediction-loss ablation keeps the defaults.
 VALUE_ROUTE: dict[str, Any] = {
     "critic_trains_world_model": True,
     "world_model_kwargs": {"acceleration_scale": 10.0, "zero_init": True},

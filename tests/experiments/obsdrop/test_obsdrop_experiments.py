@@ -78,9 +78,12 @@ def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -
     assert ceiling["dream"] is None and ceiling["error"] is None and ceiling["agent"] is None
 
 
-def test_an_unknown_run_kind_is_refused() -> None:
+def test_an_unknown_run_kind_is_refused_here_and_in_a_worker(tmp_path: Path) -> None:
+    bad = AgentRun("ppo", 0.1, 0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="'obsdrop', 'lstm' or 'ceiling', got 'ppo'"):
-        run_agent(AgentRun("ppo", 0.1, 0), 1024, 1024, 1)
+        run_agent(bad, 1024, 1024, 1)
+    with pytest.raises(ValueError, match="got 'ppo'"):  # raised again in this process
+        run_agents([bad, bad], 1024, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
 
 
 def test_the_value_route_lets_the_critic_train_a_scaled_world_model() -> None:

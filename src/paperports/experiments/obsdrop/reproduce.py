@@ -20,7 +20,7 @@ import multiprocessing
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 import numpy as np
@@ -249,7 +249,7 @@ class AgentRun:
     ``value_route`` as :func:`train_agent`'s. ``keep``: also return the trained agent (saved
     as bytes), for the rollout figure."""
 
-    kind: str
+    kind: Literal["obsdrop", "lstm", "ceiling"]
     p: float
     seed: int
     prediction_loss_coef: float = 0.0
@@ -301,8 +301,12 @@ def run_agents(
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(ctx.jobs, mp_context=spawn, initializer=_one_thread) as pool:
         futures = [pool.submit(run_agent, r, *args) for r in runs]
-        for _ in ctx.progress(as_completed(futures), "obsdrop agents", len(futures)):
-            pass
+        try:
+            for future in ctx.progress(as_completed(futures), "obsdrop agents", len(futures)):
+                future.result()  # a failed run raises now, not after hours of the others
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
         return [f.result() for f in futures]
 
 
@@ -326,7 +330,11 @@ def reproduce(ctx: RunContext) -> Path:
     done = list(zip(runs, run_agents(runs, steps, dream_steps, episodes, ctx), strict=True))
 
     def measured(
-        kind: str, p: float, key: str, coef: float = 0.0, value_route: bool = False
+        kind: Literal["obsdrop", "lstm", "ceiling"],
+        p: float,
+        key: str,
+        coef: float = 0.0,
+        value_route: bool = False,
     ) -> list[float]:
         """``key`` of the runs of that kind, p and variant, one per seed."""
         return [

@@ -293,10 +293,17 @@ def run_agents(
     runs: list[AgentRun], steps: int, dream_steps: int, episodes: int, ctx: RunContext
 ) -> list[dict[str, Any]]:
     """:func:`run_agent` for each run, in order; with ``ctx.jobs > 1`` in that many worker
-    processes (each on one torch thread: the networks are tiny), else in this process."""
+    processes, else in this process. Always on one torch thread per run: the networks are
+    tiny, so a second thread slows training (the quick budget took about 11 minutes on two
+    threads, 4.5 on one), and the numbers are the same whatever ``jobs`` is."""
     args = (steps, dream_steps, episodes)
     if ctx.jobs == 1:
-        return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
+        finally:
+            torch.set_num_threads(threads)
     # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
     spawn = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(ctx.jobs, mp_context=spawn, initializer=_one_thread) as pool:

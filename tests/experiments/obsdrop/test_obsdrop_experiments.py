@@ -63,9 +63,10 @@ def test_prediction_error_is_zero_for_the_true_dynamics_and_not_otherwise() -> N
 def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -> None:
     runs = [AgentRun("obsdrop", 0.1, 3, keep=True), AgentRun("ceiling", 1.0, 4)]
     threads = torch.get_num_threads()
-    here = run_agents(runs, 1024, 1024, 1, RunContext(tmp_path, quiet=True))
+    # Two rollouts: with the decaying learning rate a single one would train at lr 0.
+    here = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True))
     assert torch.get_num_threads() == threads  # one thread during the runs, then restored
-    there = run_agents(runs, 1024, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
+    there = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
     for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k != "agent"} == {
             k: v for k, v in b.items() if k != "agent"

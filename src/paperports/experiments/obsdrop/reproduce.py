@@ -259,8 +259,19 @@ class AgentRun:
 
 def run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dict[str, Any]:
     """Train ``run``'s agent for ``steps`` and measure it: ``{"return", "dream", "error",
-    "agent"}`` (``None`` where a measurement does not apply). Seeds derive from ``run.seed``
-    only, so the result does not depend on which process runs it."""
+    "agent"}`` (``None`` where a measurement does not apply). On one torch thread (the
+    caller's count is restored after): the networks are tiny, so a second thread only slows
+    training (the quick budget took about 11 minutes on two threads, 4.5 on one). Seeds
+    derive from ``run.seed`` only, so the result does not depend on which process runs it."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _run_agent(run, steps, dream_steps, episodes)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dict[str, Any]:
     if run.kind == "ceiling":
         ppo = PPO("MlpPolicy", _vec(ENV_ID, run.seed), seed=run.seed, **PLAIN_PPO_SETTINGS)
         score = evaluate_plain(ppo.learn(steps), episodes, 20_000 + run.seed)
@@ -285,28 +296,18 @@ def run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dic
     return result
 
 
-def _one_thread() -> None:
-    torch.set_num_threads(1)
-
-
 def run_agents(
     runs: list[AgentRun], steps: int, dream_steps: int, episodes: int, ctx: RunContext
 ) -> list[dict[str, Any]]:
     """:func:`run_agent` for each run, in order; with ``ctx.jobs > 1`` in that many worker
-    processes, else in this process. Always on one torch thread per run: the networks are
-    tiny, so a second thread slows training (the quick budget took about 11 minutes on two
-    threads, 4.5 on one), and the numbers are the same whatever ``jobs`` is."""
+    processes, else in this process. Every run is on one torch thread either way, so the
+    numbers are the same whatever ``jobs`` is."""
     args = (steps, dream_steps, episodes)
     if ctx.jobs == 1:
-        threads = torch.get_num_threads()
-        torch.set_num_threads(1)
-        try:
-            return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
-        finally:
-            torch.set_num_threads(threads)
+        return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
     # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(ctx.jobs, mp_context=spawn, initializer=_one_thread) as pool:
+    with ProcessPoolExecutor(ctx.jobs, mp_context=spawn) as pool:
         futures = [pool.submit(run_agent, r, *args) for r in runs]
         try:
             for future in ctx.progress(as_completed(futures), "obsdrop agents", len(futures)):

@@ -91,9 +91,26 @@ def test_discrete_actions_are_one_hot_and_dicts_are_flattened() -> None:
     assert obs.shape == (4 + 1 + 2,) and info["true_obs"].shape == (4,)
 
 
+def test_the_true_observation_is_appended_only_when_exposed() -> None:
+    base = gym.make("paperports/CartPoleSwingUpHarder-v0")
+    env = ObservationalDropoutWrapper(base, 0.3, expose_true_obs=True)
+    assert env.observation_space.shape == (5 + 1 + 1 + 5,)
+    np.testing.assert_array_equal(env.observation_space.high[7:], base.observation_space.high)
+    obs, info = env.reset(seed=2)
+    np.testing.assert_array_equal(obs[7:], info["true_obs"])
+    plain = wrapped(0.3, seed=2)
+    for _ in range(30):  # same seed, same mask and masked part as the plain wrapper
+        obs, _, _, _, info = env.step(np.array([0.5], dtype=np.float32))
+        plain_obs, *_ = plain.step(np.array([0.5], dtype=np.float32))
+        np.testing.assert_array_equal(obs[:7], plain_obs)
+        np.testing.assert_array_equal(obs[7:], info["true_obs"])  # also where not peeked
+
+
 def test_checkers_pass_on_the_wrapped_env() -> None:
     check_env(wrapped(0.3))
     sb3_check_env(wrapped(0.3), warn=True)
+    exposed = gym.make("paperports/CartPoleSwingUpHarder-v0")
+    check_env(ObservationalDropoutWrapper(exposed, 0.3, expose_true_obs=True))
 
 
 def test_bad_arguments_are_refused() -> None:

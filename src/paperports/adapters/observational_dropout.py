@@ -18,6 +18,11 @@ Stable-Baselines3 re-evaluates the policy on stored rollouts, so a peek drawn in
 cases of its peek equation swapped; its code peeks when a uniform draw is below :math:`p`,
 as here.)
 
+With ``expose_true_obs=True`` the true observation is appended,
+:math:`[\, o_t \cdot \mathrm{peek}_t,\ \mathrm{peek}_t,\ a_{t-1},\ o_t \,]`, for a privileged
+critic that sees it in training while the actor and the world model do not
+(``ObservationalDropoutPolicy(privileged_critic=True)``).
+
 A ``Dict`` observation space is flattened (``gymnasium.spaces.flatten``) before masking; any
 other space that is not a flat ``Box`` is refused.
 """
@@ -47,6 +52,9 @@ class ObservationalDropoutWrapper(
         env: The environment; its observation space must be a flat ``Box`` (or a ``Dict``,
             flattened); its action space a ``Box`` or ``Discrete``.
         peek_prob: :math:`p \\in (0, 1]`; 1 shows every observation.
+        expose_true_obs: Append the true observation to every observation, for a
+            privileged critic (``ObservationalDropoutPolicy(privileged_critic=True)``); a
+            policy that acts on it would defeat the dropout.
 
     Attributes:
         obs_size: Size of the true (flattened) observation; the policy's input is
@@ -54,12 +62,17 @@ class ObservationalDropoutWrapper(
         action_size: Size of the encoded previous action.
     """
 
-    def __init__(self, env: gym.Env[Any, Any], peek_prob: float) -> None:
-        gym.utils.RecordConstructorArgs.__init__(self, peek_prob=peek_prob)
+    def __init__(
+        self, env: gym.Env[Any, Any], peek_prob: float, expose_true_obs: bool = False
+    ) -> None:
+        gym.utils.RecordConstructorArgs.__init__(
+            self, peek_prob=peek_prob, expose_true_obs=expose_true_obs
+        )
         gym.Wrapper.__init__(self, env)
         if not 0.0 < float(peek_prob) <= 1.0:
             raise ValueError(f"peek_prob must lie in (0, 1], got {peek_prob}")
         self.peek_prob = float(peek_prob)
+        self.expose_true_obs = bool(expose_true_obs)
         space = env.observation_space
         self._flatten_dict = isinstance(space, spaces.Dict)
         if self._flatten_dict:
@@ -83,8 +96,11 @@ class ObservationalDropoutWrapper(
                 f"ObservationalDropoutWrapper needs a Box or Discrete action space, got {action}"
             )
         self.obs_size = int(space.shape[0])
-        low = np.concatenate([np.minimum(space.low, 0.0), [0.0], act_low]).astype(np.float32)
-        high = np.concatenate([np.maximum(space.high, 0.0), [1.0], act_high]).astype(np.float32)
+        low = np.concatenate([np.minimum(space.low, 0.0), [0.0], act_low])
+        high = np.concatenate([np.maximum(space.high, 0.0), [1.0], act_high])
+        if self.expose_true_obs:
+            low, high = np.concatenate([low, space.low]), np.concatenate([high, space.high])
+        low, high = low.astype(np.float32), high.astype(np.float32)
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
         self._previous_action = np.zeros(self.action_size, dtype=np.float32)
 
@@ -107,7 +123,10 @@ class ObservationalDropoutWrapper(
 
     def _masked(self, true_obs: np.ndarray, peek: bool) -> np.ndarray:
         shown = true_obs if peek else np.zeros_like(true_obs)
-        return np.concatenate([shown, [float(peek)], self._previous_action]).astype(np.float32)
+        parts: list[np.ndarray] = [shown, np.array([float(peek)]), self._previous_action]
+        if self.expose_true_obs:
+            parts.append(true_obs)
+        return np.concatenate(parts).astype(np.float32)
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None

@@ -292,3 +292,51 @@ def test_the_critic_trains_the_world_model_only_when_asked(tmp_path: Path) -> No
     model.save(tmp_path / "critic.zip")
     loaded = RecurrentPPO.load(tmp_path / "critic.zip").policy
     assert isinstance(loaded, ObservationalDropoutPolicy) and loaded.critic_trains_world_model
+
+
+def test_a_privileged_critic_values_the_true_observation_and_never_reaches_m(
+    tmp_path: Path,
+) -> None:
+    """With ``privileged_critic`` the values follow the appended true observation while the
+    actions ignore it, and only the policy-gradient loss reaches M."""
+    torch.manual_seed(0)
+    env = ObservationalDropoutWrapper(gym.make(SWINGUP), 0.3, expose_true_obs=True)
+    policy = small_ppo(env, world_model="mlp", privileged_critic=True).policy
+    plain_obs, starts = _rollout_batch(policy, n_seq=2, length=10, p=0.3)
+    true_obs = torch.randn(len(plain_obs), 5)
+    other_true_obs = true_obs + 1.0
+    states = RNNStates((torch.zeros(1, 2, 5),) * 2, (torch.zeros(1, 2, 5),) * 2)
+    actions = torch.rand(len(plain_obs), 1) * 2 - 1
+    policy.zero_grad()
+    values, log_prob, entropy = policy.evaluate_actions(
+        torch.cat([plain_obs, true_obs], 1), actions, states, starts
+    )
+    values.square().sum().backward()
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in policy.world_model.parameters())
+    assert policy.value_net.weight.grad is not None and policy.value_net.weight.grad.abs().max() > 0
+    other_values, other_log_prob, _ = policy.evaluate_actions(
+        torch.cat([plain_obs, other_true_obs], 1), actions, states, starts
+    )
+    torch.testing.assert_close(other_log_prob, log_prob)  # the actor never sees it
+    assert (other_values - values).abs().max() > 1e-4  # the critic does
+    torch.testing.assert_close(
+        policy.predict_values(torch.cat([plain_obs, true_obs], 1), states.pi, starts), values
+    )
+    log_prob.sum().backward()  # the policy gradient still trains M
+    assert max(float(p.grad.abs().max()) for p in policy.world_model.parameters()) > 0
+
+    model = small_ppo(env, world_model="cartpole", privileged_critic=True)
+    model.learn(128)
+    model.save(tmp_path / "privileged.zip")
+    loaded = RecurrentPPO.load(tmp_path / "privileged.zip")
+    assert isinstance(loaded.policy, ObservationalDropoutPolicy) and loaded.policy.privileged_critic
+    obs, _ = env.reset(seed=3)
+    action, state = loaded.predict(obs, episode_start=np.array([True]), deterministic=True)
+    assert action.shape == (1,) and state[0].shape == (1, 1, 5)
+
+    with pytest.raises(ValueError, match="expose_true_obs=True"):
+        small_ppo(swingup(), privileged_critic=True)  # the true observation is not there
+    with pytest.raises(ValueError, match="pass privileged_critic=True"):
+        small_ppo(env)
+    with pytest.raises(ValueError, match="exclude each other"):
+        small_ppo(env, privileged_critic=True, critic_trains_world_model=True)

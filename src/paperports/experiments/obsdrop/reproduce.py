@@ -200,7 +200,9 @@ def prediction_error(agent: RecurrentPPO, p: float, steps: int, seed: int) -> fl
         action, state = agent.predict(obs, state=state, episode_start=start, deterministic=True)
         obs, _, terminated, truncated, info = env.step(action)
         start = np.array([False])
-        last_action = torch.as_tensor(obs[policy.obs_size + 1 :])[None]
+        start_of_action = policy.obs_size + 1
+        last_action = torch.as_tensor(obs[start_of_action : start_of_action + policy.action_size])
+        last_action = last_action[None]
         predicted = policy.world_model(torch.as_tensor(previous)[None], last_action)[0]
         errors.append(float(((predicted - torch.as_tensor(info["true_obs"])) ** 2).sum()))
         if terminated or truncated:

@@ -24,10 +24,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import numpy as np
 import torch
 from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
+from stable_baselines3.common.distributions import Distribution
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
@@ -43,6 +45,23 @@ def _action_size(action_space: spaces.Space[Any]) -> int:
         return int(action_space.n)
     raise ValueError(
         f"ObservationalDropoutPolicy needs a Box or Discrete action space, got {action_space}"
+    )
+
+
+def _is_dropout_layout(space: spaces.Box, obs_size: int, exposed: bool) -> bool:
+    """Whether ``space`` is the wrapper's: a peek flag in [0, 1] after ``obs_size`` values
+    and, if ``exposed``, the true observation's bounds at the end matching the masked ones
+    (the wrapper widens the masked bounds to include the zeros it shows)."""
+    if obs_size < 1:
+        return False
+    flag = (float(space.low[obs_size]), float(space.high[obs_size]))
+    if not exposed:
+        return flag == (0.0, 1.0)
+    low, high = space.low[-obs_size:], space.high[-obs_size:]
+    return (
+        flag == (0.0, 1.0)
+        and bool(np.array_equal(np.minimum(low, 0.0), space.low[:obs_size]))
+        and bool(np.array_equal(np.maximum(high, 0.0), space.high[:obs_size]))
     )
 
 
@@ -145,6 +164,11 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     :param critic_trains_world_model: Let the value loss's gradient reach M through
         :math:`\tilde o_t` (sb3-contrib detaches a shared LSTM's output from the critic;
         ``False``, the default, keeps that).
+    :param privileged_critic: The critic sees the true observation :math:`o_t` instead of
+        the belief :math:`\tilde o_t` (an asymmetric actor-critic: lower-variance advantages
+        for the policy gradient, the only loss that then trains M). Needs
+        ``ObservationalDropoutWrapper(..., expose_true_obs=True)``; the controller and M
+        never see the appended observation.
     :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
         fixed: the world model is the recurrent core).
     """
@@ -160,28 +184,43 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         activation_fn: type[nn.Module] = nn.Tanh,
         prediction_loss_coef: float = 0.0,
         critic_trains_world_model: bool = False,
+        privileged_critic: bool = False,
         **kwargs: Any,
     ) -> None:
+        if critic_trains_world_model and privileged_critic:
+            raise ValueError(
+                "critic_trains_world_model and privileged_critic exclude each other: a "
+                "privileged critic sees the true observation, not the world model's belief"
+            )
         if prediction_loss_coef < 0:
             raise ValueError(f"prediction_loss_coef must be >= 0, got {prediction_loss_coef}")
         self.prediction_loss_coef = float(prediction_loss_coef)
         self.last_prediction_error = float("nan")
         self.critic_trains_world_model = bool(critic_trains_world_model)
+        self.privileged_critic = bool(privileged_critic)
         action_size = _action_size(action_space)
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ValueError(
                 "ObservationalDropoutPolicy needs the flat Box observations of "
                 f"ObservationalDropoutWrapper, got {observation_space}"
             )
-        obs_size = int(observation_space.shape[0]) - 1 - action_size
-        flag_low = float(observation_space.low[obs_size]) if obs_size >= 1 else None
-        flag_high = float(observation_space.high[obs_size]) if obs_size >= 1 else None
-        if obs_size < 1 or (flag_low, flag_high) != (0.0, 1.0):
+        # [o * peek, peek, a_{t-1}], or [o * peek, peek, a_{t-1}, o] for a privileged critic
+        width = int(observation_space.shape[0]) - 1 - action_size
+        obs_size = width
+        if self.privileged_critic:
+            obs_size = width // 2 if width % 2 == 0 else 0  # 0: no layout fits, refused below
+        if not _is_dropout_layout(observation_space, obs_size, self.privileged_critic):
+            layout = (
+                "ObservationalDropoutWrapper(..., expose_true_obs=True) (observations "
+                "[o * peek, peek, previous action, o])"
+                if self.privileged_critic
+                else "ObservationalDropoutWrapper (observations [o * peek, peek, previous action]; "
+                "with expose_true_obs=True, pass privileged_critic=True)"
+            )
             raise ValueError(
                 "ObservationalDropoutPolicy expects an environment wrapped in "
-                "paperports.adapters.observational_dropout.ObservationalDropoutWrapper "
-                "(observations [o * peek, peek, previous action]); this observation space "
-                f"{observation_space} has no peek flag in [0, 1] at index obs_size"
+                f"paperports.adapters.observational_dropout.{layout}; this observation space "
+                f"{observation_space} does not have that layout"
             )
         for fixed in ("lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm"):
             if fixed in kwargs:
@@ -253,22 +292,69 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         joined: Tensor = _JoinLoss.apply(values, loss, self.prediction_loss_coef)  # type: ignore[no-untyped-call]
         return joined, log_prob, entropy
 
+    def _latents(
+        self, obs: Tensor, lstm_states: tuple[Tensor, ...], episode_starts: Tensor
+    ) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
+        """The belief :math:`\\tilde o_t` (the controller's input), the critic's input and the
+        core's new state. The critic's input is the belief, detached unless
+        ``critic_trains_world_model``, or the true observation for a privileged critic."""
+        features = self.extract_features(obs)
+        assert isinstance(features, Tensor)  # the features extractor is shared
+        core_size = self.obs_size + 1 + self.action_size
+        believed, states = self._process_sequence(
+            features[:, :core_size],
+            (lstm_states[0], lstm_states[1]),
+            episode_starts,
+            self.lstm_actor,
+        )
+        if self.privileged_critic:
+            critic_input = features[:, core_size:]
+        elif self.critic_trains_world_model:
+            critic_input = believed
+        else:
+            critic_input = believed.detach()
+        return believed, critic_input, states
+
+    def forward(  # type: ignore[override]  # sb3-contrib's own signature
+        self,
+        obs: Tensor,
+        lstm_states: RNNStates,
+        episode_starts: Tensor,
+        deterministic: bool = False,
+    ) -> tuple[Tensor, Tensor, Tensor, RNNStates]:
+        """``RecurrentActorCriticPolicy.forward``, with the critic's input of :meth:`_latents`."""
+        believed, critic_input, states = self._latents(obs, lstm_states.pi, episode_starts)
+        latent_pi = self.mlp_extractor.forward_actor(believed)
+        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
+        distribution = self._get_action_dist_from_latent(latent_pi)
+        actions = distribution.get_actions(deterministic=deterministic)
+        log_prob = distribution.log_prob(actions)
+        actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
+        detached = (states[0].detach(), states[1].detach())
+        return actions, values, log_prob, RNNStates(states, detached)
+
+    def get_distribution(  # type: ignore[override]  # sb3-contrib's own signature
+        self, obs: Tensor, lstm_states: tuple[Tensor, Tensor], episode_starts: Tensor
+    ) -> tuple[Distribution, tuple[Tensor, ...]]:
+        """The action distribution on the belief, and the core's new state."""
+        believed, _, states = self._latents(obs, lstm_states, episode_starts)
+        return self._get_action_dist_from_latent(self.mlp_extractor.forward_actor(believed)), states
+
+    def predict_values(  # type: ignore[override]  # sb3-contrib's own signature
+        self, obs: Tensor, lstm_states: tuple[Tensor, Tensor], episode_starts: Tensor
+    ) -> Tensor:
+        """The critic's values (of the belief, or of the true observation if privileged)."""
+        _, critic_input, _ = self._latents(obs, lstm_states, episode_starts)
+        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
+        return values
+
     def _evaluate(
         self, obs: Tensor, actions: Tensor, lstm_states: RNNStates, episode_starts: Tensor
     ) -> tuple[Tensor, Tensor, Tensor | None]:
-        if not self.critic_trains_world_model:
-            return super().evaluate_actions(obs, actions, lstm_states, episode_starts)
-        # sb3-contrib's evaluate_actions for a shared core, without detaching the critic.
-        features = self.extract_features(obs)
-        assert isinstance(features, Tensor)  # the features extractor is shared
-        h, c = lstm_states.pi
-        believed, _ = self._process_sequence(features, (h, c), episode_starts, self.lstm_actor)
-        latent_pi = self.mlp_extractor.forward_actor(believed)
-        latent_vf = self.mlp_extractor.forward_critic(believed)
-        distribution = self._get_action_dist_from_latent(latent_pi)
-        values: Tensor = self.value_net(latent_vf)
-        entropy = distribution.entropy()
-        return values, distribution.log_prob(actions), entropy
+        believed, critic_input, _ = self._latents(obs, lstm_states.pi, episode_starts)
+        distribution = self._get_action_dist_from_latent(self.mlp_extractor.forward_actor(believed))
+        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
+        return values, distribution.log_prob(actions), distribution.entropy()
 
     @property
     def world_model(self) -> WorldModel:
@@ -314,4 +400,5 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         data["world_model_kwargs"] = self.world_model_kwargs
         data["prediction_loss_coef"] = self.prediction_loss_coef
         data["critic_trains_world_model"] = self.critic_trains_world_model
+        data["privileged_critic"] = self.privileged_critic
         return data

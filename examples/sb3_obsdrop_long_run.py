@@ -7,7 +7,7 @@ controller); every ``--every`` steps the mean return of 20 deterministic episode
 the last checkpoint. With ``--dream-steps`` a fresh PPO then trains that many steps inside
 the agent's M (``WorldModelEnv``) and is scored in the real environment: the dream transfer.
 
-python examples/sb3_obsdrop_long_run.py --p 0.1 --prediction-loss 1 --dream-steps 500000
+python examples/sb3_obsdrop_long_run.py --p 0.1 --privileged-critic --dream-steps 500000
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ def main(args: argparse.Namespace) -> float:
     settings: dict[str, Any] = {"gamma": args.gamma, "vf_coef": args.vf_coef}
     if args.constant_lr:
         settings["learning_rate"] = LEARNING_RATE
-    env = _vec(_wrapped, args.seed, p=args.p)
+    env = _vec(_wrapped, args.seed, p=args.p, expose_true_obs=args.privileged_critic)
     if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
         env = VecNormalize(env, norm_obs=False, norm_reward=True, gamma=args.gamma)
     policy_kwargs = {
@@ -67,6 +67,7 @@ def main(args: argparse.Namespace) -> float:
         },
         "prediction_loss_coef": args.prediction_loss,
         "critic_trains_world_model": args.critic_trains_model,
+        "privileged_critic": args.privileged_critic,
     }
     model = make_agent(args.p, args.seed, env=env, policy_kwargs=policy_kwargs, **settings)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -95,6 +96,9 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--critic-trains-model", action="store_true", help="the value loss reaches M too"
+    )
+    parser.add_argument(
+        "--privileged-critic", action="store_true", help="the critic reads the true state"
     )
     parser.add_argument("--acceleration-scale", type=float, default=1.0, help="M's output scale")
     parser.add_argument("--zero-init", action="store_true", help="M starts at zero accelerations")

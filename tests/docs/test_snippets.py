@@ -41,6 +41,10 @@ def test_doc_page_snippets_run(page: Path) -> None:
                 *("--vf-coef", "2"),
             ],
         ),
+        (
+            "sb3_obsdrop_long_run.py",
+            ["--steps", "2048", "--every", "2048", "--episodes", "1", "--privileged-critic"],
+        ),
     ],
 )
 def test_examples_run(

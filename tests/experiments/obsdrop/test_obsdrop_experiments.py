@@ -84,14 +84,24 @@ def test_an_unknown_run_kind_is_refused_here_and_in_a_worker(tmp_path: Path) -> 
         run_agents([bad, bad], 1024, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
 
 
-def test_the_value_route_lets_the_critic_train_a_scaled_world_model() -> None:
-    agent = train_agent(0.1, 256, seed=0, value_route=True)
+def test_the_critics_route_the_losses_as_named() -> None:
+    """The reproduction's agent has the privileged critic (and the wrapper that feeds it);
+    the value route lets the critic train a scaled M; the belief critic is detached."""
+    agent = train_agent(0.1, 256, seed=0)
     policy = agent.policy
-    assert isinstance(policy, ObservationalDropoutPolicy)
-    assert policy.critic_trains_world_model and policy.prediction_loss_coef == 0.0
-    assert policy.world_model.acceleration_scale == 10.0
-    default = train_agent(0.1, 256, seed=0).policy
-    assert isinstance(default, ObservationalDropoutPolicy)
-    assert not default.critic_trains_world_model
+    assert isinstance(policy, ObservationalDropoutPolicy) and policy.privileged_critic
+    assert agent.observation_space.shape == (5 + 1 + 1 + 5,)  # the true observation appended
+    assert not policy.critic_trains_world_model and policy.prediction_loss_coef == 0.0
+    routed = train_agent(0.1, 256, seed=0, critic="value_route").policy
+    assert isinstance(routed, ObservationalDropoutPolicy)
+    assert routed.critic_trains_world_model and not routed.privileged_critic
+    assert routed.world_model.acceleration_scale == 10.0
+    belief = train_agent(0.1, 256, seed=0, critic="belief")
+    assert isinstance(belief.policy, ObservationalDropoutPolicy)
+    assert not belief.policy.critic_trains_world_model and not belief.policy.privileged_critic
+    assert belief.observation_space.shape == (5 + 1 + 1,)
+    assert evaluate_recurrent(belief, 0.1, episodes=1, seed=0) >= 0.0  # its own layout
     with pytest.raises(ValueError, match="need ObservationalDropoutPolicy"):
-        train_agent(0.1, 256, seed=0, policy="MlpLstmPolicy", value_route=True)
+        train_agent(0.1, 256, seed=0, policy="MlpLstmPolicy", critic="value_route")
+    with pytest.raises(ValueError, match="critic must be one of"):
+        train_agent(0.1, 256, seed=0, critic="oracle")  # type: ignore[arg-type]

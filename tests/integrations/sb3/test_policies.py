@@ -308,7 +308,7 @@ def test_a_privileged_critic_values_the_true_observation_and_never_reaches_m(
     states = RNNStates((torch.zeros(1, 2, 5),) * 2, (torch.zeros(1, 2, 5),) * 2)
     actions = torch.rand(len(plain_obs), 1) * 2 - 1
     policy.zero_grad()
-    values, log_prob, entropy = policy.evaluate_actions(
+    values, log_prob, _ = policy.evaluate_actions(
         torch.cat([plain_obs, true_obs], 1), actions, states, starts
     )
     values.square().sum().backward()

@@ -124,9 +124,9 @@ VALUE_ROUTE: dict[str, Any] = {
 }
 # What the critic reads, and so which losses reach M. "privileged" (the reproduction's agent):
 # the true observation, appended by the wrapper for the critic alone, so M learns from the
-# policy gradient only, with advantages from a critic that knows the state; 606 / 608 at
-# p = 10% after 2 M steps (seeds 0, 1) against 382 for "belief" (sb3-contrib's detached
-# shared core) and 441-449 for "value_route" (docs/integrations/sb3.md, the long runs).
+# policy gradient only, with advantages from a critic that knows the state; 606 / 492 / 616
+# at p = 10% after 2 M steps (seeds 0, 1, 2) against 382 for "belief" (sb3-contrib's
+# detached shared core) and 441-449 for "value_route" (docs/integrations/sb3.md, long runs).
 Critic = Literal["privileged", "belief", "value_route"]
 CRITICS: dict[str, dict[str, Any]] = {
     "privileged": {"privileged_critic": True},

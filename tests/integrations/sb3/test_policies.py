@@ -334,6 +334,9 @@ def test_a_privileged_critic_values_the_true_observation_and_never_reaches_m(
     action, state = loaded.predict(obs, episode_start=np.array([True]), deterministic=True)
     assert action.shape == (1,) and state[0].shape == (1, 1, 5)
 
+    discrete = ObservationalDropoutWrapper(gym.make("CartPole-v1"), 0.5, expose_true_obs=True)
+    small_ppo(discrete, privileged_critic=True).learn(64)  # one-hot actions in the middle
+
     with pytest.raises(ValueError, match="expose_true_obs=True"):
         small_ppo(swingup(), privileged_critic=True)  # the true observation is not there
     with pytest.raises(ValueError, match="pass privileged_critic=True"):

@@ -13,9 +13,11 @@ The controller (``net_arch``, by default one hidden layer of 10 tanh units, like
 5-10-1 controller) and the critic act on :math:`\tilde o_t`. By default the critic's input is
 detached, as sb3-contrib does for a shared LSTM, so M's gradients come from the
 policy-gradient loss only; with ``critic_trains_world_model=True`` the value loss (a
-regression on the returns, so still the reward alone) trains M as well. The auxiliary
-prediction loss of the ablation (``prediction_loss_coef > 0``) is the only term that asks M
-to predict.
+regression on the returns, so still the reward alone) trains M as well. With
+``privileged_critic=True`` the critic reads the true observation :math:`o_t` instead, which
+the wrapper appends for it (``expose_true_obs=True``): an asymmetric actor-critic, M still
+trained by the policy gradient alone. The auxiliary prediction loss of the ablation
+(``prediction_loss_coef > 0``) is the only term that asks M to predict.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from paperports.experiments.obsdrop.reproduce import (
     run_agents,
     train_agent,
 )
+from paperports.experiments.obsdrop.run_cache import RunCache
 from paperports.integrations.sb3 import ObservationalDropoutPolicy, WorldModel
 from paperports.registry import RunContext
 
@@ -66,7 +67,9 @@ def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -
     # Two rollouts: with the decaying learning rate a single one would train at lr 0.
     here = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True))
     assert torch.get_num_threads() == threads  # one thread during the runs, then restored
-    there = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2))
+    cache = RunCache(tmp_path / "runs", {"steps": 4096}, "test")
+    there = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True, jobs=2), cache)
+    assert [cache.load(run) for run in runs] == there  # each saved as it finished
     for a, b in zip(here, there, strict=True):
         assert {k: v for k, v in a.items() if k != "agent"} == {
             k: v for k, v in b.items() if k != "agent"

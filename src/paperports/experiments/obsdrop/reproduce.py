@@ -32,6 +32,7 @@ from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv
 
 from paperports.adapters.cartpole_swingup import draw_cartpole
+from paperports.experiments.obsdrop.run_cache import RunCache, code_fingerprint
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -332,25 +333,44 @@ def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> di
 
 
 def run_agents(
-    runs: list[AgentRun], steps: int, dream_steps: int, episodes: int, ctx: RunContext
+    runs: list[AgentRun],
+    steps: int,
+    dream_steps: int,
+    episodes: int,
+    ctx: RunContext,
+    cache: RunCache | None = None,
 ) -> list[dict[str, Any]]:
     """:func:`run_agent` for each run, in order; with ``ctx.jobs > 1`` in that many worker
     processes, else in this process. Every run is on one torch thread either way, so the
-    numbers are the same whatever ``jobs`` is."""
+    numbers are the same whatever ``jobs`` is. With a ``cache``, runs found there are not
+    trained again, and each run is saved there as soon as it finishes."""
     args = (steps, dream_steps, episodes)
+    results = [cache.load(r) if cache is not None else None for r in runs]
+    todo = [i for i, result in enumerate(results) if result is None]
+    if cache is not None and len(todo) < len(runs):
+        ctx.log(f"obsdrop: {len(runs) - len(todo)} of {len(runs)} agents from {cache.folder}")
+
+    def finish(i: int, result: dict[str, Any]) -> None:
+        results[i] = result
+        if cache is not None:
+            cache.save(runs[i], result)
+
     if ctx.jobs == 1:
-        return [run_agent(r, *args) for r in ctx.progress(runs, "obsdrop agents", len(runs))]
-    # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
-    spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(ctx.jobs, mp_context=spawn) as pool:
-        futures = [pool.submit(run_agent, r, *args) for r in runs]
-        try:
-            for future in ctx.progress(as_completed(futures), "obsdrop agents", len(futures)):
-                future.result()  # a failed run raises now, not after hours of the others
-        except BaseException:
-            pool.shutdown(wait=False, cancel_futures=True)
-            raise
-        return [f.result() for f in futures]
+        for i in ctx.progress(todo, "obsdrop agents", len(todo)):
+            finish(i, run_agent(runs[i], *args))
+    elif todo:
+        # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(ctx.jobs, mp_context=spawn) as pool:
+            futures = {pool.submit(run_agent, runs[i], *args): i for i in todo}
+            try:
+                for future in ctx.progress(as_completed(futures), "obsdrop agents", len(todo)):
+                    # a failed run raises now, not after hours of the others
+                    finish(futures[future], future.result())
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
+    return [result for result in results if result is not None]
 
 
 def reproduce(ctx: RunContext) -> Path:
@@ -370,7 +390,10 @@ def reproduce(ctx: RunContext) -> Path:
     runs += [AgentRun("lstm", 0.1, s) for s in seeds]
     runs += [AgentRun("ceiling", 1.0, s) for s in seeds]
     ctx.log(f"obsdrop: {len(runs)} agents of {steps:,} steps, {ctx.jobs} at a time ...")
-    done = list(zip(runs, run_agents(runs, steps, dream_steps, episodes, ctx), strict=True))
+    budget = {"steps": steps, "dream_steps": dream_steps, "episodes": episodes}
+    cache = RunCache(ctx.out / "runs", budget, code_fingerprint((Path(__file__),)))
+    results = run_agents(runs, steps, dream_steps, episodes, ctx, cache)
+    done = list(zip(runs, results, strict=True))
 
     def measured(
         kind: Literal["obsdrop", "lstm", "ceiling"],

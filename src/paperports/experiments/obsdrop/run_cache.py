@@ -1,0 +1,95 @@
+"""Finished training runs of ``paperports reproduce obsdrop``, kept on disk.
+
+The full budget trains 33 agents for hours; a reproduction that stops (a closed session, a
+killed job) starts again where it was: each finished run's measurements are written as soon
+as it ends, and a later reproduction into the same folder reads them instead of training
+again. A run's results depend only on its arguments, the budget, the code that trains and
+measures it, and the library versions (every run is seeded and on one torch thread), so the
+file's name is a hash of all of these: editing that code, or upgrading torch or
+Stable-Baselines3, starts every run afresh instead of mixing old results with new ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any
+
+import paperports.adapters.cartpole_swingup
+import paperports.adapters.observational_dropout
+import paperports.integrations.sb3
+
+__all__ = ["RunCache", "code_fingerprint"]
+
+# The libraries whose numerics the results depend on.
+_LIBRARIES = ("torch", "numpy", "gymnasium", "stable-baselines3", "sb3-contrib")
+
+
+def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
+    """A hash of the source that trains and measures the agents (the sb3 integration, the
+    swing-up and the dropout wrapper, and ``extra_files``) and of the library versions."""
+    sb3_dir = Path(paperports.integrations.sb3.__file__).parent
+    files = [
+        *sorted(sb3_dir.glob("*.py")),
+        Path(paperports.adapters.cartpole_swingup.__file__),
+        Path(paperports.adapters.observational_dropout.__file__),
+        *extra_files,
+    ]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    for library in _LIBRARIES:
+        digest.update(f"{library}=={version(library)}".encode())
+    return digest.hexdigest()[:16]
+
+
+class RunCache:
+    """Runs' results in ``folder``, one JSON file each (and the agent, if the run keeps it,
+    as a ``.zip`` beside it), named by the run, the budget and :func:`code_fingerprint`.
+
+    Args:
+        folder: Where the files go; created at the first save.
+        budget: What else the results depend on (steps, episodes...), JSON-serialisable.
+        fingerprint: The code and library fingerprint; :func:`code_fingerprint` for real
+            runs.
+    """
+
+    def __init__(self, folder: Path, budget: dict[str, Any], fingerprint: str) -> None:
+        self.folder = folder
+        self.budget = budget
+        self.fingerprint = fingerprint
+
+    def path(self, run: Any) -> Path:
+        """The JSON file of ``run`` (a dataclass instance) at this budget and code."""
+        fields = asdict(run)
+        key = json.dumps([fields, self.budget, self.fingerprint], sort_keys=True)
+        digest = hashlib.sha256(key.encode()).hexdigest()[:20]
+        readable = "_".join(str(v) for k, v in fields.items() if k in ("kind", "p", "seed"))
+        return self.folder / f"{readable}_{digest}.json"
+
+    def load(self, run: Any) -> dict[str, Any] | None:
+        """``run``'s saved result, or ``None`` if it has not finished at this budget and code."""
+        path = self.path(run)
+        if not path.exists():
+            return None
+        result: dict[str, Any] = json.loads(path.read_text())
+        agent = path.with_suffix(".zip")
+        result["agent"] = agent.read_bytes() if result.pop("has_agent") else None
+        return result
+
+    def save(self, run: Any, result: dict[str, Any]) -> None:
+        """Write ``result`` (its ``"agent"`` bytes, if any, to the ``.zip``); the JSON file
+        is written last and renamed into place, so a killed process leaves no half result."""
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path = self.path(run)
+        agent = result.get("agent")
+        if agent is not None:
+            path.with_suffix(".zip").write_bytes(agent)
+        fields = {k: v for k, v in result.items() if k != "agent"}
+        partial = path.with_suffix(".json.partial")
+        partial.write_text(json.dumps(fields | {"has_agent": agent is not None}, indent=1))
+        partial.replace(path)

@@ -319,9 +319,10 @@ def test_a_privileged_critic_values_the_true_observation_and_never_reaches_m(
     )
     torch.testing.assert_close(other_log_prob, log_prob)  # the actor never sees it
     assert (other_values - values).abs().max() > 1e-4  # the critic does
-    torch.testing.assert_close(
-        policy.predict_values(torch.cat([plain_obs, true_obs], 1), states.pi, starts), values
-    )
+    exposed = torch.cat([plain_obs, true_obs], 1)
+    torch.testing.assert_close(policy.predict_values(exposed, states.pi, starts), values)
+    _, rollout_values, _, _ = policy(exposed, states, starts)  # as RecurrentPPO collects
+    torch.testing.assert_close(rollout_values, values)
     log_prob.sum().backward()  # the policy gradient still trains M
     assert max(float(p.grad.abs().max()) for p in policy.world_model.parameters()) > 0
 

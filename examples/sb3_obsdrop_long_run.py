@@ -24,8 +24,7 @@ from stable_baselines3.common.vec_env import VecNormalize
 
 from paperports.experiments.obsdrop.reproduce import (
     LEARNING_RATE,
-    _vec,
-    _wrapped,
+    agent_env,
     dream_transfer,
     evaluate_recurrent,
     make_agent,
@@ -57,9 +56,6 @@ def main(args: argparse.Namespace) -> float:
     settings: dict[str, Any] = {"gamma": args.gamma, "vf_coef": args.vf_coef}
     if args.constant_lr:
         settings["learning_rate"] = LEARNING_RATE
-    env = _vec(_wrapped, args.seed, p=args.p, expose_true_obs=args.privileged_critic)
-    if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
-        env = VecNormalize(env, norm_obs=False, norm_reward=True, gamma=args.gamma)
     policy_kwargs = {
         "world_model_kwargs": {
             "acceleration_scale": args.acceleration_scale,
@@ -69,6 +65,9 @@ def main(args: argparse.Namespace) -> float:
         "critic_trains_world_model": args.critic_trains_model,
         "privileged_critic": args.privileged_critic,
     }
+    env = agent_env(args.p, args.seed, policy_kwargs)
+    if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
+        env = VecNormalize(env, norm_obs=False, norm_reward=True, gamma=args.gamma)
     model = make_agent(args.p, args.seed, env=env, policy_kwargs=policy_kwargs, **settings)
     args.out.mkdir(parents=True, exist_ok=True)
     model.learn(args.steps, callback=Checkpoints(args.p, args.every, args.out))

@@ -12,8 +12,10 @@ from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observat
 from paperports.experiments.obsdrop.reproduce import (
     N_ENVS,
     AgentRun,
+    agent_env,
     dream_transfer,
     evaluate_recurrent,
+    make_agent,
     model_rollout,
     prediction_error,
     run_agent,
@@ -108,3 +110,17 @@ def test_the_critics_route_the_losses_as_named() -> None:
         train_agent(0.1, 256, seed=0, policy="MlpLstmPolicy", critic="value_route")
     with pytest.raises(ValueError, match="critic must be one of"):
         train_agent(0.1, 256, seed=0, critic="oracle")  # type: ignore[arg-type]
+
+
+def test_agent_env_has_the_layout_its_policy_reads() -> None:
+    """``agent_env`` (the long-run example's env, before its ``VecNormalize``) appends the
+    true observation exactly when the policy has a privileged critic."""
+    plain = agent_env(0.1, 0)
+    assert plain.num_envs == N_ENVS and plain.observation_space.shape == (5 + 1 + 1,)
+    privileged = {"privileged_critic": True}
+    exposed = agent_env(0.1, 0, privileged)
+    assert exposed.observation_space.shape == (5 + 1 + 1 + 5,)
+    policy = make_agent(0.1, 0, env=exposed, policy_kwargs=privileged).policy
+    assert isinstance(policy, ObservationalDropoutPolicy) and policy.privileged_critic
+    with pytest.raises(ValueError, match="expose_true_obs=True"):
+        make_agent(0.1, 0, env=plain, policy_kwargs=privileged)

@@ -88,6 +88,13 @@ def _vec(make: Any, seed: int, **kwargs: Any) -> VecEnv:
     return make_vec_env(make, n_envs=N_ENVS, seed=seed, env_kwargs=kwargs)
 
 
+def agent_env(p: float, seed: int, policy_kwargs: dict[str, Any] | None = None) -> VecEnv:
+    """``N_ENVS`` wrapped swing-ups with dropout ``p``, with the true observation appended
+    when ``policy_kwargs`` asks for a privileged critic (the layout that policy reads)."""
+    exposed = bool((policy_kwargs or {}).get("privileged_critic", False))
+    return _vec(_wrapped, seed, p=p, expose_true_obs=exposed)
+
+
 def make_agent(
     p: float,
     seed: int,
@@ -107,8 +114,7 @@ def make_agent(
         else {"lstm_hidden_size": 16, "net_arch": CONTROLLER}
     ) | (policy_kwargs or {})
     if env is None:
-        exposed = bool(kwargs.get("privileged_critic", False))
-        env = _vec(_wrapped, seed, p=p, expose_true_obs=exposed)
+        env = agent_env(p, seed, kwargs)
     return RecurrentPPO(policy, env, policy_kwargs=kwargs, seed=seed, **(PPO_SETTINGS | settings))
 
 

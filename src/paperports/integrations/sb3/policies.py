@@ -317,6 +317,11 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             critic_input = believed.detach()
         return believed, critic_input, states
 
+    def _values(self, critic_input: Tensor) -> Tensor:
+        """The critic's value :math:`V` of its input (from :meth:`_latents`)."""
+        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
+        return values
+
     def forward(  # type: ignore[override]  # sb3-contrib's own signature
         self,
         obs: Tensor,
@@ -326,14 +331,12 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     ) -> tuple[Tensor, Tensor, Tensor, RNNStates]:
         """``RecurrentActorCriticPolicy.forward``, with the critic's input of :meth:`_latents`."""
         believed, critic_input, states = self._latents(obs, lstm_states.pi, episode_starts)
-        latent_pi = self.mlp_extractor.forward_actor(believed)
-        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
-        distribution = self._get_action_dist_from_latent(latent_pi)
+        distribution = self._get_action_dist_from_latent(self.mlp_extractor.forward_actor(believed))
         actions = distribution.get_actions(deterministic=deterministic)
         log_prob = distribution.log_prob(actions)
         actions = actions.reshape((-1, *self.action_space.shape))  # type: ignore[misc]
         detached = (states[0].detach(), states[1].detach())
-        return actions, values, log_prob, RNNStates(states, detached)
+        return actions, self._values(critic_input), log_prob, RNNStates(states, detached)
 
     def get_distribution(  # type: ignore[override]  # sb3-contrib's own signature
         self, obs: Tensor, lstm_states: tuple[Tensor, Tensor], episode_starts: Tensor
@@ -347,16 +350,14 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     ) -> Tensor:
         """The critic's values (of the belief, or of the true observation if privileged)."""
         _, critic_input, _ = self._latents(obs, lstm_states, episode_starts)
-        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
-        return values
+        return self._values(critic_input)
 
     def _evaluate(
         self, obs: Tensor, actions: Tensor, lstm_states: RNNStates, episode_starts: Tensor
     ) -> tuple[Tensor, Tensor, Tensor | None]:
         believed, critic_input, _ = self._latents(obs, lstm_states.pi, episode_starts)
         distribution = self._get_action_dist_from_latent(self.mlp_extractor.forward_actor(believed))
-        values: Tensor = self.value_net(self.mlp_extractor.forward_critic(critic_input))
-        return values, distribution.log_prob(actions), distribution.entropy()
+        return self._values(critic_input), distribution.log_prob(actions), distribution.entropy()
 
     @property
     def world_model(self) -> WorldModel:

@@ -81,3 +81,21 @@ def test_ggsnn_steps_teacher_forcing_and_loss() -> None:
     graph_model = GGSNN(1, 6, 2, task="graph", out_channels=4)
     outputs, _ = graph_model(batch, num_steps=2)
     assert outputs[1].shape == (2, 4)
+
+
+def test_annotations_take_the_models_dtype() -> None:
+    """Integer annotations (as bAbI's) are cast to the model's dtype: float32 by default,
+    float64 after ``.double()``, for GGNN and GGS-NN alike."""
+    batch = Batch.from_data_list([chain(4, 0, 1), chain(5, 2, 3)])
+    batch.x = batch.x.long()
+    model = GGNN(1, 8, 2, task="graph", out_channels=3)
+    assert model(batch).dtype == torch.float32
+    out = model.double()(batch)
+    assert out.dtype == torch.float64 and torch.isfinite(out).all()
+    sequence = GGSNN(1, 6, 2, task="node_selection").double()
+    truth = [batch.x.bool()]  # the next step's annotations, as booleans
+    outputs, predicted = sequence(batch, num_steps=2, annotations=truth)
+    assert outputs[0].dtype == predicted[0].dtype == torch.float64
+    targets = torch.tensor([[1, 2], [3, 4]])  # a node per graph and step
+    loss = sequence.loss(outputs, targets, batch, predicted, truth)
+    assert loss.dtype == torch.float64 and loss > 0

@@ -17,12 +17,20 @@ __all__ = ["GGNN", "GGSNN"]
 _TASKS = ("graph", "node", "node_selection")
 
 
-def _graph_args(data: Data | Batch) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, int]:
-    """``x, edge_index, edge_type, batch, ptr, num_graphs`` of a ``Data`` or ``Batch``."""
+def _dtype_of(module: nn.Module) -> torch.dtype:
+    """The floating dtype of ``module``'s parameters (float32 unless ``.double()``...)."""
+    return next(module.parameters()).dtype
+
+
+def _graph_args(
+    data: Data | Batch, dtype: torch.dtype = torch.float32
+) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, int]:
+    """``x, edge_index, edge_type, batch, ptr, num_graphs`` of a ``Data`` or ``Batch``, with
+    the annotations ``x`` (often integers or booleans) cast to ``dtype``, the model's."""
     x = data.x
     if x is None or data.edge_index is None:
         raise ValueError("the graph needs node annotations `x` and an `edge_index`")
-    x = x.float()
+    x = x.to(dtype)
     batch = getattr(data, "batch", None)
     if batch is None:
         batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
@@ -104,7 +112,7 @@ class GGNN(nn.Module):
         return out
 
     def forward(self, data: Data | Batch) -> Tensor:
-        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data)
+        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data, _dtype_of(self))
         h = self.propagate(x, edge_index, edge_type)
         hx = torch.cat([h, x], dim=-1)
         if self.task == "graph":
@@ -227,7 +235,7 @@ class GGSNN(nn.Module):
                 f"annotations must hold the {num_steps - 1} true annotations X^(2)..X^(K), "
                 f"got {len(annotations)}"
             )
-        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data)
+        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data, _dtype_of(self))
         outputs: list[Tensor] = []
         predicted: list[Tensor] = []
         for k in range(num_steps):
@@ -244,7 +252,7 @@ class GGSNN(nn.Module):
                 hx = torch.cat([self.propagate(self.conv_x, x, edge_index, edge_type), x], dim=-1)
             next_x = torch.sigmoid(self.annotation(hx))
             predicted.append(next_x)
-            x = annotations[k].float() if annotations is not None else next_x
+            x = annotations[k].to(next_x.dtype) if annotations is not None else next_x
         return outputs, predicted
 
     def loss(
@@ -272,5 +280,5 @@ class GGSNN(nn.Module):
                 total = total + NodeSelection.loss(out, targets[:, k], ptr)
         if predicted is not None and annotations is not None:
             for p, a in zip(predicted, annotations, strict=True):
-                total = total + F.binary_cross_entropy(p, a.float())
+                total = total + F.binary_cross_entropy(p, a.to(p.dtype))
         return total

@@ -344,3 +344,49 @@ def test_a_privileged_critic_values_the_true_observation_and_never_reaches_m(
         small_ppo(env)
     with pytest.raises(ValueError, match="exclude each other"):
         small_ppo(env, privileged_critic=True, critic_trains_world_model=True)
+
+
+def test_a_critic_reading_the_belief_too_values_both_and_never_reaches_m(
+    tmp_path: Path,
+) -> None:
+    """With ``critic_reads_belief`` the privileged critic's value moves with the true
+    observation and with the belief (so with what M predicts), but its gradient stops at the
+    belief: M is still trained by the policy gradient alone."""
+    torch.manual_seed(0)
+    env = ObservationalDropoutWrapper(gym.make(SWINGUP), 0.3, expose_true_obs=True)
+    policy = small_ppo(
+        env, world_model="mlp", privileged_critic=True, critic_reads_belief=True
+    ).policy
+    assert policy.mlp_extractor.value_net[0].in_features == 10  # [o_t, o~_t]
+    assert policy.mlp_extractor.policy_net[0].in_features == 5  # the controller: o~_t
+    plain_obs, starts = _rollout_batch(policy, n_seq=2, length=10, p=0.3)
+    true_obs = torch.randn(len(plain_obs), 5)
+    states = RNNStates((torch.zeros(1, 2, 5),) * 2, (torch.zeros(1, 2, 5),) * 2)
+    actions = torch.rand(len(plain_obs), 1) * 2 - 1
+    exposed = torch.cat([plain_obs, true_obs], 1)
+    policy.zero_grad()
+    values, log_prob, _ = policy.evaluate_actions(exposed, actions, states, starts)
+    values.square().sum().backward()
+    assert all(p.grad is None or p.grad.abs().max() == 0 for p in policy.world_model.parameters())
+    moved = torch.cat([plain_obs, true_obs + 1.0], 1)
+    other_values, other_log_prob, _ = policy.evaluate_actions(moved, actions, states, starts)
+    torch.testing.assert_close(other_log_prob, log_prob)
+    assert (other_values - values).abs().max() > 1e-4  # the true observation counts
+    with torch.no_grad():  # another M, the same true observations: the belief counts too
+        for parameter in policy.world_model.parameters():
+            parameter.add_(0.5)
+    believed_values, _, _ = policy.evaluate_actions(exposed, actions, states, starts)
+    unpeeked = plain_obs[:, 5] == 0  # where the belief is M's prediction
+    assert unpeeked.any()
+    assert (believed_values - values)[unpeeked].abs().max() > 1e-4
+    torch.testing.assert_close(believed_values[~unpeeked], values[~unpeeked])  # seen: o~ = o
+    torch.testing.assert_close(policy.predict_values(exposed, states.pi, starts), believed_values)
+
+    model = small_ppo(env, world_model="cartpole", privileged_critic=True, critic_reads_belief=True)
+    model.learn(128)
+    model.save(tmp_path / "both.zip")
+    loaded = RecurrentPPO.load(tmp_path / "both.zip").policy
+    assert isinstance(loaded, ObservationalDropoutPolicy) and loaded.critic_reads_belief
+    assert loaded.mlp_extractor.value_net[0].in_features == 10
+    with pytest.raises(ValueError, match="critic_reads_belief needs privileged_critic"):
+        small_ppo(swingup(), critic_reads_belief=True)

@@ -16,7 +16,9 @@ policy-gradient loss only; with ``critic_trains_world_model=True`` the value los
 regression on the returns, so still the reward alone) trains M as well. With
 ``privileged_critic=True`` the critic reads the true observation :math:`o_t` instead, which
 the wrapper appends for it (``expose_true_obs=True``): an asymmetric actor-critic, M still
-trained by the policy gradient alone. The auxiliary prediction loss of the ablation
+trained by the policy gradient alone; with ``critic_reads_belief=True`` as well it reads both,
+:math:`V(o_t, \tilde o_t)` (the belief detached), so the value can also depend on what the
+agent believes, as the true state alone cannot say. The auxiliary prediction loss of the ablation
 (``prediction_loss_coef > 0``) is the only term that asks M to predict.
 """
 
@@ -32,6 +34,7 @@ from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.distributions import Distribution
+from stable_baselines3.common.torch_layers import MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
@@ -171,6 +174,12 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         for the policy gradient, the only loss that then trains M). Needs
         ``ObservationalDropoutWrapper(..., expose_true_obs=True)``; the controller and M
         never see the appended observation.
+    :param critic_reads_belief: With ``privileged_critic``, the critic reads the detached
+        belief :math:`\tilde o_t` beside :math:`o_t`: :math:`V(o_t, \tilde o_t)`. The value
+        of a partially observed state depends on what the agent knows of it, which
+        :math:`o_t` alone cannot tell (Baisero & Amato 2022: a critic of the state alone
+        is biased; one of the history and the state is not). M is still trained by the
+        policy gradient alone.
     :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
         fixed: the world model is the recurrent core).
     """
@@ -187,6 +196,7 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         prediction_loss_coef: float = 0.0,
         critic_trains_world_model: bool = False,
         privileged_critic: bool = False,
+        critic_reads_belief: bool = False,
         **kwargs: Any,
     ) -> None:
         if critic_trains_world_model and privileged_critic:
@@ -194,12 +204,18 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
                 "critic_trains_world_model and privileged_critic exclude each other: a "
                 "privileged critic sees the true observation, not the world model's belief"
             )
+        if critic_reads_belief and not privileged_critic:
+            raise ValueError(
+                "critic_reads_belief needs privileged_critic=True: without it the critic "
+                "already reads the belief, and nothing else"
+            )
         if prediction_loss_coef < 0:
             raise ValueError(f"prediction_loss_coef must be >= 0, got {prediction_loss_coef}")
         self.prediction_loss_coef = float(prediction_loss_coef)
         self.last_prediction_error = float("nan")
         self.critic_trains_world_model = bool(critic_trains_world_model)
         self.privileged_critic = bool(privileged_critic)
+        self.critic_reads_belief = bool(critic_reads_belief)
         action_size = _action_size(action_space)
         if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
             raise ValueError(
@@ -250,6 +266,20 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
 
+    def _build_mlp_extractor(self) -> None:
+        """sb3-contrib's controller and critic layers; a critic that reads the belief beside
+        the true observation takes twice as many inputs."""
+        super()._build_mlp_extractor()
+        if self.critic_reads_belief:
+            wide = MlpExtractor(
+                2 * self.lstm_output_dim,
+                net_arch=self.net_arch,
+                activation_fn=self.activation_fn,
+                device=self.device,
+            )
+            self.mlp_extractor.value_net = wide.value_net
+            self.mlp_extractor.latent_dim_vf = wide.latent_dim_vf
+
     @staticmethod
     def _process_sequence(
         features: Tensor,
@@ -299,7 +329,8 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     ) -> tuple[Tensor, Tensor, tuple[Tensor, ...]]:
         """The belief :math:`\\tilde o_t` (the controller's input), the critic's input and the
         core's new state. The critic's input is the belief, detached unless
-        ``critic_trains_world_model``, or the true observation for a privileged critic."""
+        ``critic_trains_world_model``, or the true observation for a privileged critic (with
+        the detached belief after it if ``critic_reads_belief``)."""
         features = self.extract_features(obs)
         assert isinstance(features, Tensor)  # the features extractor is shared
         core_size = self.obs_size + 1 + self.action_size
@@ -311,6 +342,8 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         )
         if self.privileged_critic:
             critic_input = features[:, core_size:]
+            if self.critic_reads_belief:
+                critic_input = torch.cat([critic_input, believed.detach()], dim=-1)
         elif self.critic_trains_world_model:
             critic_input = believed
         else:
@@ -404,4 +437,5 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         data["prediction_loss_coef"] = self.prediction_loss_coef
         data["critic_trains_world_model"] = self.critic_trains_world_model
         data["privileged_critic"] = self.privileged_critic
+        data["critic_reads_belief"] = self.critic_reads_belief
         return data

@@ -19,7 +19,7 @@ def main(images: int = 32) -> float:
     x, y = x[:images], y[:images]
     targets = (y + 1) % 10
 
-    fmodel = fb.PyTorchModel(model, bounds=(0, 1))
+    fmodel = fb.PyTorchModel(model, bounds=(0, 1), device="cpu")  # where x is
     criterion = fb.criteria.TargetedMisclassification(targets)
     raw, _, success = SaliencyMapAttack()(fmodel, x, criterion, epsilons=None)
 

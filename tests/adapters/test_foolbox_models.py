@@ -50,6 +50,6 @@ def test_foolbox_attacks_hf_style_models_through_it() -> None:
     model = LogitsModel(HFStyle()).eval()
     x = torch.rand(4, 1, 4, 4)
     y = model(x).argmax(1)
-    fmodel = fb.PyTorchModel(model, bounds=(0, 1))
+    fmodel = fb.PyTorchModel(model, bounds=(0, 1), device="cpu")
     _, _, success = SaliencyMapAttack(max_perturbation=1.0)(fmodel, x, y, epsilons=None)
     assert success.any()

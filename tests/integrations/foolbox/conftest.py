@@ -48,4 +48,5 @@ def other_targets(y: torch.Tensor, seed: int = 0) -> torch.Tensor:
 
 
 def fmodel(model: nn.Module, bounds: tuple[float, float] = (0.0, 1.0)) -> fb.PyTorchModel:
-    return fb.PyTorchModel(model, bounds=bounds)
+    # on the CPU, where the tests' inputs are (foolbox's default is a GPU where there is one)
+    return fb.PyTorchModel(model, bounds=bounds, device="cpu")

@@ -58,7 +58,9 @@ def test_jax_model_gives_the_same_adversarials_as_torch(
     attack = SaliencyMapAttack(pairwise=pairwise, outputs=outputs, max_perturbation=0.4)  # type: ignore[arg-type]
     crit_t = fb.criteria.TargetedMisclassification(t)
     crit_j = fb.criteria.TargetedMisclassification(tj)
-    adv_t, _, ok_t = attack(fb.PyTorchModel(model, bounds=(0, 1)), x, crit_t, epsilons=None)
+    adv_t, _, ok_t = attack(
+        fb.PyTorchModel(model, bounds=(0, 1), device="cpu"), x, crit_t, epsilons=None
+    )
     adv_j, _, ok_j = attack(fb.JAXModel(twin, bounds=(0, 1)), xj, crit_j, epsilons=None)
     assert isinstance(adv_j, jax.Array)
     np.testing.assert_array_equal(np.asarray(adv_j), adv_t.numpy())
@@ -69,7 +71,7 @@ def test_jax_model_gives_the_same_adversarials_as_torch(
 def test_jax_adversarial_distance_matches_torch(digits8: Any, x64: None) -> None:
     model, x, y = digits8
     t = (y + 3) % 10
-    a_t = adversarial_distance(fb.PyTorchModel(model, bounds=(0, 1)), x, t)
+    a_t = adversarial_distance(fb.PyTorchModel(model, bounds=(0, 1), device="cpu"), x, t)
     twin = fb.JAXModel(_jax_twin(model), bounds=(0, 1))
     a_j = adversarial_distance(twin, jnp.asarray(x.numpy()), jnp.asarray(t.numpy()))
     np.testing.assert_allclose(np.asarray(a_j), a_t.numpy())

@@ -89,7 +89,8 @@ def run_ours(
     progress: Any = None,
 ) -> AttackRun:
     """Run ``attack`` targeted on ``(x, t)`` in batches; time it."""
-    fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0))
+    # on the CPU, with the inputs: foolbox would otherwise move the model to a GPU if any
+    fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")
     starts = range(0, len(x), batch_size)
     it = progress(starts, desc=name, total=len(starts)) if progress else starts
     advs = []

@@ -78,7 +78,7 @@ def reproduce(ctx: RunContext) -> Path:
     ]
     art8 = run_art(model8, x8a, dst8, gamma=UPSILON)
 
-    fm = fb.PyTorchModel(model, bounds=(0.0, 1.0))
+    fm = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")  # where x is
     modes: tuple[Outputs, ...] = ("probabilities", "logits")
     distance: dict[str, np.ndarray] = {
         outputs: adversarial_distance_matrix(fm, x, y, outputs=outputs) for outputs in modes

@@ -84,7 +84,13 @@ def _env_rate(actions: np.ndarray) -> float:
 
 
 def bench(ctx: RunContext) -> BenchResult:
-    settings: dict[str, Any] = {"n_steps": 256, "batch_size": 64, "n_epochs": 4, "seed": ctx.seed}
+    settings: dict[str, Any] = {
+        "n_steps": 256,
+        "batch_size": 64,
+        "n_epochs": 4,
+        "seed": ctx.seed,
+        "device": "cpu",  # both on the CPU, where there is a GPU too
+    }
     ours = _training_rate(
         lambda: RecurrentPPO(
             ObservationalDropoutPolicy,

@@ -278,6 +278,8 @@ class GatedGraphConv(MessagePassing):
             values = values / counts[row[order]].to(values.dtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+            # torch 2.11 on CUDA, although the call opts out explicitly
+            warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly")
             return torch.sparse_csr_tensor(
                 crow,
                 source[order],

@@ -106,9 +106,11 @@ class WorldModelEnv(gym.Env[np.ndarray, np.ndarray]):
         applied = np.clip(
             np.asarray(action, dtype=np.float32), self.action_space.low, self.action_space.high
         )
-        obs = torch.as_tensor(self._obs)[None]
-        act = torch.as_tensor(applied.reshape(1, -1))
-        self._obs = self.world_model(obs, act)[0].numpy().astype(np.float32)
+        weight = next(self.world_model.parameters(), None)  # M may live on a GPU
+        device = weight.device if weight is not None else None
+        obs = torch.as_tensor(self._obs, device=device)[None]
+        act = torch.as_tensor(applied.reshape(1, -1), device=device)
+        self._obs = self.world_model(obs, act)[0].cpu().numpy().astype(np.float32)
         self._steps += 1
         if self._true_obs is not None:
             true_obs, *_ = self.real_env.step(applied)

@@ -205,5 +205,7 @@ def train_with_cma(
         if max(returns) > result.best_return:
             result.best_return = max(returns)
             best = candidates[int(np.argmax(returns))]
-    vector_to_parameters(torch.as_tensor(best, dtype=torch.float32), params)
+    vector_to_parameters(
+        torch.as_tensor(best, dtype=params[0].dtype, device=params[0].device), params
+    )
     return result

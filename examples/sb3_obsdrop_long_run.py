@@ -43,7 +43,7 @@ class Checkpoints(BaseCallback):
         if self.num_timesteps >= self.next:
             self.next += self.every
             assert isinstance(self.model, RecurrentPPO)
-            curve = evaluate_recurrent(self.model, self.p, 20, 50_000)
+            curve = float(evaluate_recurrent(self.model, self.p, 20, 50_000).mean())
             print(f"{self.num_timesteps:>9,} steps: return {curve:.0f} (20 episodes)")
             self.model.save(self.out / f"obsdrop_p{self.p}_{self.num_timesteps}.zip")
         return True
@@ -64,6 +64,7 @@ def main(args: argparse.Namespace) -> float:
         "prediction_loss_coef": args.prediction_loss,
         "critic_trains_world_model": args.critic_trains_model,
         "privileged_critic": args.privileged_critic,
+        "critic_reads_belief": args.critic_reads_belief,
     }
     env = agent_env(args.p, args.seed, policy_kwargs)
     if args.normalize_reward:  # rewards only: the peek flag and the action stay as they are
@@ -71,7 +72,7 @@ def main(args: argparse.Namespace) -> float:
     model = make_agent(args.p, args.seed, env=env, policy_kwargs=policy_kwargs, **settings)
     args.out.mkdir(parents=True, exist_ok=True)
     model.learn(args.steps, callback=Checkpoints(args.p, args.every, args.out))
-    returns = [evaluate_recurrent(model, args.p, 1, 90_000 + e) for e in range(args.episodes)]
+    returns = evaluate_recurrent(model, args.p, args.episodes, 90_000)
     mean = float(np.mean(returns))
     print(f"final: {mean:.0f} ± {np.std(returns):.0f} over {args.episodes} episodes")
     if args.dream_steps:
@@ -98,6 +99,11 @@ if __name__ == "__main__":
     )
     parser.add_argument(
         "--privileged-critic", action="store_true", help="the critic reads the true state"
+    )
+    parser.add_argument(
+        "--critic-reads-belief",
+        action="store_true",
+        help="with --privileged-critic, the critic reads the belief too",
     )
     parser.add_argument("--acceleration-scale", type=float, default=1.0, help="M's output scale")
     parser.add_argument("--zero-init", action="store_true", help="M starts at zero accelerations")

@@ -43,7 +43,10 @@ def test_doc_page_snippets_run(page: Path) -> None:
         ),
         (
             "sb3_obsdrop_long_run.py",
-            ["--steps", "2048", "--every", "2048", "--episodes", "1", "--privileged-critic"],
+            [
+                *("--steps", "2048", "--every", "2048", "--episodes", "2"),
+                *("--privileged-critic", "--critic-reads-belief"),
+            ],
         ),
     ],
 )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import torch
+from stable_baselines3 import PPO
+from stable_baselines3.common.policies import ActorCriticPolicy
 
 from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observation
 from paperports.experiments.obsdrop.reproduce import (
@@ -14,6 +18,8 @@ from paperports.experiments.obsdrop.reproduce import (
     AgentRun,
     agent_env,
     dream_transfer,
+    episode_returns,
+    eval_seed,
     evaluate_recurrent,
     make_agent,
     model_rollout,
@@ -31,8 +37,8 @@ def test_agent_evaluation_dream_transfer_and_rollout_run() -> None:
     agent = train_agent(0.1, 1024, seed=0)
     assert isinstance(agent.policy, ObservationalDropoutPolicy)
     assert agent.n_envs == N_ENVS and agent.num_timesteps >= 1024  # side by side, as reproduced
-    value = evaluate_recurrent(agent, 0.1, episodes=1, seed=0)
-    assert 0.0 <= value <= 1000.0
+    returns = evaluate_recurrent(agent, 0.1, episodes=3, seed=0)
+    assert returns.shape == (3,) and ((returns >= 0.0) & (returns <= 1000.0)).all()
     assert 0.0 <= dream_transfer(agent, 1024, seed=0, episodes=1) <= 1000.0
     rollout = model_rollout(agent, 0.1, steps=60, seed=0)
     truth, belief, peeks = rollout["truth"], rollout["belief"], rollout["peeks"]
@@ -40,7 +46,28 @@ def test_agent_evaluation_dream_transfer_and_rollout_run() -> None:
     np.testing.assert_allclose(belief[peeks], truth[peeks], atol=1e-6)  # a peek is the truth
     assert rollout["frames"].shape[1:] == (200, 300, 3)
     lstm = train_agent(0.1, 1024, seed=0, policy="MlpLstmPolicy")
-    assert evaluate_recurrent(lstm, 0.1, episodes=1, seed=0) >= 0.0
+    assert evaluate_recurrent(lstm, 0.1, episodes=1, seed=0)[0] >= 0.0
+
+
+def test_batched_episodes_are_the_episodes_one_at_a_time() -> None:
+    """``episode_returns`` runs many episodes per policy call; each is still its own seeded
+    episode with its own recurrent state, whatever the batch it lands in."""
+    agent = train_agent(0.1, 1024, seed=0)
+
+    def act(obs: np.ndarray, state: Any, starts: np.ndarray) -> tuple[np.ndarray, Any]:
+        return agent.predict(obs, state=state, episode_start=starts, deterministic=True)
+
+    def make() -> Any:
+        return agent_env(0.1, 0, {"privileged_critic": True}).envs[0]
+
+    alone = episode_returns(make, act, 5, seed=7, batch=1)
+    together = episode_returns(make, act, 5, seed=7, batch=3)  # a batch of 3, then of 2
+    np.testing.assert_allclose(together, alone, rtol=1e-4)
+    assert len(set(np.round(alone, 3))) == 5  # five different episodes
+    np.testing.assert_allclose(episode_returns(make, act, 3, seed=9), alone[2:], rtol=1e-4)
+    with pytest.raises(ValueError, match="episodes must be >= 1"):
+        episode_returns(make, act, 0, seed=0)
+    assert eval_seed(1) - eval_seed(0) == 1_000  # each agent its own episodes
 
 
 class _Oracle(WorldModel):
@@ -64,7 +91,7 @@ def test_prediction_error_is_zero_for_the_true_dynamics_and_not_otherwise() -> N
 
 
 def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -> None:
-    runs = [AgentRun("obsdrop", 0.1, 3, keep=True), AgentRun("ceiling", 1.0, 4)]
+    runs = [AgentRun("obsdrop", 0.1, 3), AgentRun("ceiling", 1.0, 4)]
     threads = torch.get_num_threads()
     # Two rollouts: with the decaying learning rate a single one would train at lr 0.
     here = run_agents(runs, 4096, 1024, 1, RunContext(tmp_path, quiet=True))
@@ -77,8 +104,10 @@ def test_worker_processes_give_the_same_results_as_one_process(tmp_path: Path) -
             k: v for k, v in b.items() if k != "agent"
         }
     obsdrop, ceiling = there
+    assert len(obsdrop["returns"]) == 1 and obsdrop["return"] == obsdrop["returns"][0]
     assert obsdrop["dream"] is not None and obsdrop["error"] > 0 and obsdrop["agent"]
-    assert ceiling["dream"] is None and ceiling["error"] is None and ceiling["agent"] is None
+    assert ceiling["dream"] is None and ceiling["error"] is None
+    assert isinstance(PPO.load(io.BytesIO(ceiling["agent"])).policy, ActorCriticPolicy)
 
 
 def test_an_unknown_run_kind_is_refused_here_and_in_a_worker(tmp_path: Path) -> None:

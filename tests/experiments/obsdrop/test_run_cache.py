@@ -10,6 +10,7 @@ import pytest
 
 from paperports.experiments.obsdrop.reproduce import AgentRun, run_agents
 from paperports.experiments.obsdrop.run_cache import RunCache, code_fingerprint
+from paperports.integrations.sb3 import ObservationalDropoutPolicy
 from paperports.registry import RunContext
 
 # The module, not the package's ``reproduce`` function of the same name.
@@ -18,7 +19,7 @@ reproduce_module = importlib.import_module("paperports.experiments.obsdrop.repro
 
 def test_a_saved_run_reads_back_with_its_agent(tmp_path: Path) -> None:
     cache = RunCache(tmp_path / "runs", {"steps": 10}, "abc")
-    kept, plain = AgentRun("obsdrop", 0.1, 0, keep=True), AgentRun("ceiling", 1.0, 0)
+    kept, plain = AgentRun("obsdrop", 0.1, 0), AgentRun("ceiling", 1.0, 0)
     assert cache.load(kept) is None
     cache.save(kept, {"return": 612.5, "dream": 5.0, "error": 0.03, "agent": b"zipped"})
     cache.save(plain, {"return": 600.0, "dream": None, "error": None, "agent": None})
@@ -28,8 +29,8 @@ def test_a_saved_run_reads_back_with_its_agent(tmp_path: Path) -> None:
     # another budget, other code or another run: not the same file
     assert RunCache(tmp_path / "runs", {"steps": 20}, "abc").load(kept) is None
     assert RunCache(tmp_path / "runs", {"steps": 10}, "abd").load(kept) is None
-    assert cache.load(AgentRun("obsdrop", 0.1, 1, keep=True)) is None
-    assert cache.load(AgentRun("obsdrop", 0.1, 0, keep=True, critic="belief")) is None
+    assert cache.load(AgentRun("obsdrop", 0.1, 1)) is None
+    assert cache.load(AgentRun("obsdrop", 0.1, 0, critic="belief")) is None
 
 
 def test_the_fingerprint_follows_the_code(tmp_path: Path) -> None:
@@ -60,3 +61,42 @@ def test_run_agents_trains_only_what_the_cache_lacks(
     assert trained == runs[1:]  # the first came from the cache
     assert both[0] == first[0] and both[1]["return"] is not None
     assert run_agents(runs, 1024, 1024, 1, ctx, cache) == both and trained == runs[1:]
+
+
+def test_the_quick_reproduction_writes_its_report_from_the_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``reproduce(--quick)`` end to end on a tiny budget (its agents really trained): the
+    report, its figures and results, every agent kept in ``runs/``; run again, it reads
+    them all from there and writes the same results."""
+    import json
+
+    from sb3_contrib import RecurrentPPO
+
+    real = reproduce_module.run_agents
+
+    def tiny(runs: list[AgentRun], *args: object, **kwargs: object) -> object:
+        _, _, _, ctx, cache = args
+        return real(runs, 2048, 256, 2, ctx, cache)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(reproduce_module, "run_agents", tiny)
+    ctx = RunContext(tmp_path, quick=True, quiet=True)
+    path = reproduce_module.reproduce(ctx)
+    text = path.read_text()
+    assert "At p = 10% ours reaches" in text and "over the 2 episodes of its 1 seeds" in text
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["p10_pooled"]["episodes"] == 2
+    assert {"0.1", "1.0"} <= set(results["returns"])
+    for figure in ("return_vs_p", "model_rollout", "frames"):
+        assert (tmp_path / f"{figure}.png").exists()
+    agents = sorted((tmp_path / "runs").glob("obsdrop_0.1_0_*.zip"))
+    assert agents and isinstance(RecurrentPPO.load(agents[0]).policy, ObservationalDropoutPolicy)
+    assert len(list((tmp_path / "runs").glob("*.zip"))) == len(
+        list((tmp_path / "runs").glob("*.json"))
+    )  # every agent kept, the ceiling's PPO too
+
+    trained: list[AgentRun] = []
+    monkeypatch.setattr(reproduce_module, "run_agent", lambda run, *a: trained.append(run))
+    reproduce_module.reproduce(ctx)  # everything from the cache
+    assert not trained
+    assert json.loads((tmp_path / "results.json").read_text()) == results

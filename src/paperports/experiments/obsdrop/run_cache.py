@@ -48,8 +48,9 @@ def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
 
 
 class RunCache:
-    """Runs' results in ``folder``, one JSON file each (and the agent, if the run keeps it,
-    as a ``.zip`` beside it), named by the run, the budget and :func:`code_fingerprint`.
+    """Runs' results in ``folder``, one JSON file each (and the trained agent, where the
+    result has one, as the ``.zip`` of its ``save`` beside it: ``RecurrentPPO.load`` or
+    ``PPO.load`` reads it), named by the run, the budget and :func:`code_fingerprint`.
 
     Args:
         folder: Where the files go; created at the first save.

@@ -119,7 +119,9 @@ def bench(ctx: RunContext) -> BenchResult:
             extra={"train_steps": TRAIN_STEPS, "peek_prob": 0.1},
         )
     ]
-    ours_vec = _training_rate(lambda: make_agent(0.1, ctx.seed))
+    # the reproduction's agent: its privileged critic reads the true observation too
+    privileged = {"privileged_critic": True}
+    ours_vec = _training_rate(lambda: make_agent(0.1, ctx.seed, policy_kwargs=privileged))
     anchor_vec = _training_rate(lambda: make_agent(0.1, ctx.seed, "MlpLstmPolicy"))
     ctx.log(f"  {N_ENVS} envs: ours {ours_vec:.0f}, MlpLstmPolicy {anchor_vec:.0f} steps/s")
     rows.append(

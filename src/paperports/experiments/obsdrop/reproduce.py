@@ -525,8 +525,11 @@ def _write(
         "physics-structured world model, a privileged critic (it reads the true state; the "
         "controller and M never do, so M learns from the policy gradient alone) and a "
         f"{CONTROLLER} tanh controller (the same width "
-        "for `MlpLstmPolicy`, with 16 LSTM units, and PPO's default). Dream: a fresh PPO "
-        f"trained {dream_steps:,} steps inside the agent's world model (`WorldModelEnv`), "
+        "for `MlpLstmPolicy`, with 16 LSTM units, and PPO's default). Feed-forward PPO "
+        "(`MlpPolicy`: the unmasked reference and the dreamer) has the same environments and "
+        f"n_steps, minibatches of {PLAIN_PPO_SETTINGS['batch_size']} and a constant lr. "
+        f"Dream: a fresh PPO trained {dream_steps:,} steps inside the agent's world model "
+        "(`WorldModelEnv`), "
         "evaluated in the real environment. The paper trained with PEPG (population 384) "
         "for far longer; the goal of this project on 2 CPU cores is 550 at p = 10% within "
         "2 M steps."
@@ -547,7 +550,7 @@ def _write(
         ["reference, same budget", "return"],
         [
             ["RecurrentPPO MlpLstmPolicy, p = 10% (memory, no model)", f"{np.mean(lstm):.0f}"],
-            ["PPO on the unmasked env (SB3's defaults)", f"{np.mean(ceiling):.0f}"],
+            ["PPO MlpPolicy on the unmasked env (see the set-up)", f"{np.mean(ceiling):.0f}"],
         ],
     )
     ours_at_target = float(pooled.mean()) if len(pooled) else float("nan")

@@ -95,24 +95,16 @@ def test_bn_lstm_on_the_gpu_in_training_and_evaluation() -> None:
 
 
 def test_transformers_models_on_the_gpu() -> None:
+    # the BERT tests' tiny config (tests/ is on the path: pytest's rootdir-relative imports)
+    from integrations.transformers.bert.test_modeling_bert import tiny
     from paperports.integrations.transformers import (
-        BertConfig,
         BertForPreTraining,
         BnLstmConfig,
         BnLstmForCausalLM,
     )
 
     torch.manual_seed(0)
-    config = BertConfig(
-        vocab_size=99,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        intermediate_size=37,
-        max_position_embeddings=64,
-        hidden_dropout_prob=0.0,
-        attention_probs_dropout_prob=0.0,
-    )
+    config = tiny()
     ids = torch.randint(1, 99, (3, 11), generator=torch.Generator().manual_seed(0))
     mask = torch.ones_like(ids)
     mask[0, 8:] = 0  # padding in one row

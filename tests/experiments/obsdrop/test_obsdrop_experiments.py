@@ -14,7 +14,9 @@ from stable_baselines3.common.policies import ActorCriticPolicy
 
 from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observation
 from paperports.experiments.obsdrop.reproduce import (
+    DREAM_OFFSET,
     N_ENVS,
+    PREDICTION_OFFSET,
     AgentRun,
     agent_env,
     dream_transfer,
@@ -68,6 +70,10 @@ def test_batched_episodes_are_the_episodes_one_at_a_time() -> None:
     with pytest.raises(ValueError, match="episodes must be >= 1"):
         episode_returns(make, act, 0, seed=0)
     assert eval_seed(1) - eval_seed(0) == 1_000  # each agent its own episodes
+    # the return's, the dream's and M's error's episodes: disjoint blocks for ten seeds
+    starts = [eval_seed(s, o) for s in range(10) for o in (0, DREAM_OFFSET, PREDICTION_OFFSET)]
+    gaps = np.diff(sorted(starts))
+    assert len(starts) == 30 and (gaps >= 1_000).all()
 
 
 class _Oracle(WorldModel):

@@ -53,6 +53,8 @@ PAPER_DREAM_BEST = (0.10, 593)
 # within 100 steps.
 EVAL_SEED = 20_000
 DREAM_OFFSET = 10_000
+# M's one-step error is measured on episodes of its own, disjoint from both sets above.
+PREDICTION_OFFSET = 20_000
 # The paper's 5-10-1 controller suits its evolution strategy. With PPO, 30k steps at p = 100%
 # reached a return of 35 with [10] (seed 0) and 113 / 396 / 287 with [64, 64] (seeds 0, 1,
 # 2), against PPO's own [64, 64] MlpPolicy on the unmasked env at 324 / 466 / 348: so every
@@ -367,7 +369,8 @@ def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> di
     result = _measured(returns) | {"dream": None, "error": None, "agent": _saved(agent)}
     if run.kind == "obsdrop":
         result["dream"] = dream_transfer(agent, dream_steps, run.seed, episodes)
-        result["error"] = prediction_error(agent, run.p, 1000, 30_000 + run.seed)
+        error_seed = eval_seed(run.seed, PREDICTION_OFFSET)
+        result["error"] = prediction_error(agent, run.p, 1000, error_seed)
     return result
 
 

@@ -22,7 +22,7 @@ from sb3_contrib import RecurrentPPO
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecNormalize
 
-from paperports.experiments.obsdrop.reproduce import (
+from paperports.experiments.obsdrop.agents import (
     LEARNING_RATE,
     agent_env,
     dream_transfer,

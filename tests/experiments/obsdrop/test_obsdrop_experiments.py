@@ -13,7 +13,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.policies import ActorCriticPolicy
 
 from paperports.adapters.cartpole_swingup import cartpole_swingup_step, observation
-from paperports.experiments.obsdrop.reproduce import (
+from paperports.experiments.obsdrop.agents import (
     DREAM_OFFSET,
     N_ENVS,
     PREDICTION_OFFSET,
@@ -27,9 +27,9 @@ from paperports.experiments.obsdrop.reproduce import (
     model_rollout,
     prediction_error,
     run_agent,
-    run_agents,
     train_agent,
 )
+from paperports.experiments.obsdrop.reproduce import run_agents
 from paperports.experiments.obsdrop.run_cache import RunCache
 from paperports.integrations.sb3 import ObservationalDropoutPolicy, WorldModel
 from paperports.registry import RunContext

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from paperports.experiments.obsdrop.reproduce import AgentRun, run_agents
+from paperports.experiments.obsdrop import agents as agents_module
+from paperports.experiments.obsdrop.agents import AgentRun
+from paperports.experiments.obsdrop.reproduce import run_agents
 from paperports.experiments.obsdrop.run_cache import RunCache, code_fingerprint
 from paperports.integrations.sb3 import ObservationalDropoutPolicy
 from paperports.registry import RunContext
@@ -35,11 +37,19 @@ def test_a_saved_run_reads_back_with_its_agent(tmp_path: Path) -> None:
 
 def test_the_fingerprint_follows_the_code(tmp_path: Path) -> None:
     source = tmp_path / "reproduce.py"
-    source.write_text("A = 1\n")
+    source.write_text('def f(x):\n    """Twice x."""\n    return 2 * x\n')
     before = code_fingerprint((source,))
     assert code_fingerprint((source,)) == before
-    source.write_text("A = 2\n")
+    # rewording or reformatting keeps the runs
+    source.write_text('def f(x):\n    """Two x."""\n\n    return (2 * x)  # doubled\n')
+    assert code_fingerprint((source,)) == before
+    source.write_text('def f(x):\n    """Twice x."""\n    return 3 * x\n')
     assert code_fingerprint((source,)) != before
+    # a string that is not a docstring is code
+    source.write_text('def f(x):\n    x = "a"\n    return 2 * x\n')
+    named = code_fingerprint((source,))
+    source.write_text('def f(x):\n    x = "b"\n    return 2 * x\n')
+    assert code_fingerprint((source,)) != named
 
 
 def test_run_agents_trains_only_what_the_cache_lacks(
@@ -100,3 +110,7 @@ def test_the_quick_reproduction_writes_its_report_from_the_cache(
     reproduce_module.reproduce(ctx)  # everything from the cache
     assert not trained
     assert json.loads((tmp_path / "results.json").read_text()) == results
+    # runs are named by the agents' code, not by the report's: its wording can change
+    quick = {"steps": 100_000, "dream_steps": 50_000, "episodes": 20}
+    named = RunCache(tmp_path / "runs", quick, code_fingerprint((Path(agents_module.__file__),)))
+    assert named.load(AgentRun("obsdrop", 0.1, 0)) is not None

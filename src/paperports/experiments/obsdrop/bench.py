@@ -23,7 +23,7 @@ import numpy as np
 from sb3_contrib import RecurrentPPO
 
 from paperports.benchmarking import BenchResult, BenchRow
-from paperports.experiments.obsdrop.reproduce import (
+from paperports.experiments.obsdrop.agents import (
     ENV_ID,
     N_ENVS,
     PPO_SETTINGS,

@@ -5,12 +5,14 @@ killed job) starts again where it was: each finished run's measurements are writ
 as it ends, and a later reproduction into the same folder reads them instead of training
 again. A run's results depend only on its arguments, the budget, the code that trains and
 measures it, and the library versions (every run is seeded and on one torch thread), so the
-file's name is a hash of all of these: editing that code, or upgrading torch or
-Stable-Baselines3, starts every run afresh instead of mixing old results with new ones.
+file's name is a hash of all of these: editing that code (what runs, not its comments or
+docstrings), or upgrading torch or Stable-Baselines3, starts every run afresh instead of
+mixing old results with new ones.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 from dataclasses import asdict
@@ -28,9 +30,25 @@ __all__ = ["RunCache", "code_fingerprint"]
 _LIBRARIES = ("torch", "numpy", "gymnasium", "stable-baselines3", "sb3-contrib")
 
 
+def _code(source: str) -> str:
+    """``source``'s syntax tree without its docstrings (comments, line numbers and layout
+    are not in the tree either): what runs, not how it is worded or formatted."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
+
+
 def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
-    """A hash of the source that trains and measures the agents (the sb3 integration, the
-    swing-up and the dropout wrapper, and ``extra_files``) and of the library versions."""
+    """A hash of the code that trains and measures the agents (the sb3 integration, the
+    swing-up and the dropout wrapper, and ``extra_files``) and of the library versions.
+    The code is hashed as its syntax tree without docstrings, so that rewording a comment
+    or a docstring, or reformatting, keeps the finished runs; any change to what runs
+    starts them afresh."""
     sb3_dir = Path(paperports.integrations.sb3.__file__).parent
     files = [
         *sorted(sb3_dir.glob("*.py")),
@@ -41,7 +59,7 @@ def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
     digest = hashlib.sha256()
     for path in files:
         digest.update(path.name.encode())
-        digest.update(path.read_bytes())
+        digest.update(_code(path.read_text()).encode())
     for library in _LIBRARIES:
         digest.update(f"{library}=={version(library)}".encode())
     return digest.hexdigest()[:16]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch_geometric.transforms as T
 from torch_geometric.data import Batch, Data
 from torch_geometric.loader import DataLoader
 
@@ -99,3 +100,35 @@ def test_annotations_take_the_models_dtype() -> None:
     targets = torch.tensor([[1, 2], [3, 4]])  # a node per graph and step
     loss = sequence.loss(outputs, targets, batch, predicted, truth)
     assert loss.dtype == torch.float64 and loss > 0
+
+
+def test_a_sparse_adjacency_gives_what_the_edge_index_gives() -> None:
+    """Graphs of one edge type as ``T.ToSparseTensor`` leaves them (``adj_t``, no
+    ``edge_index``), batched: the same outputs as from their ``edge_index``, for GGNN and
+    GGS-NN; typed or weighted adjacencies are refused rather than misread."""
+    torch.manual_seed(0)
+    graphs = []
+    for n in (5, 7):
+        edges = torch.randint(0, n, (2, 3 * n))
+        edges = torch.unique(edges[:, edges[0] != edges[1]], dim=1)  # no parallel edges
+        graphs.append(Data(x=torch.rand(n, 2), edge_index=edges))
+    to_sparse = T.ToSparseTensor(attr=None, layout=torch.sparse_csr)
+    dense = Batch.from_data_list(graphs)
+    sparse = Batch.from_data_list([to_sparse(g.clone()) for g in graphs])
+    assert sparse.edge_index is None and sparse.adj_t.layout == torch.sparse_csr
+    model = GGNN(2, 6, 3, task="node", out_channels=3, bidirectional=True)
+    torch.testing.assert_close(model(sparse), model(dense))
+    sequence = GGSNN(2, 6, 2, task="graph", out_channels=2)
+    for a, b in zip(sequence(sparse, 3)[0], sequence(dense, 3)[0], strict=True):
+        torch.testing.assert_close(a, b)
+
+    typed = graphs[0].clone()
+    typed.edge_type = torch.zeros(typed.num_edges, dtype=torch.long)
+    with pytest.raises(ValueError, match="edge types need an `edge_index`"):
+        model(to_sparse(typed))
+    weighted = graphs[0].clone()
+    weighted.edge_weight = torch.rand(weighted.num_edges) + 0.5
+    with pytest.raises(ValueError, match="values other than 1"):
+        model(T.ToSparseTensor(layout=torch.sparse_csr)(weighted))
+    with pytest.raises(ValueError, match="needs node annotations"):
+        model(Data(x=torch.rand(3, 2)))

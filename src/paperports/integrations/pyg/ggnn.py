@@ -9,7 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
-from paperports.integrations.pyg.gated_graph_conv import GatedGraphConv
+from paperports.integrations.pyg.gated_graph_conv import GatedGraphConv, _as_edge_index
 from paperports.integrations.pyg.readouts import GatedGraphReadout, NodeSelection
 
 __all__ = ["GGNN", "GGSNN"]
@@ -26,10 +26,30 @@ def _graph_args(
     data: Data | Batch, dtype: torch.dtype = torch.float32
 ) -> tuple[Tensor, Tensor, Tensor | None, Tensor, Tensor, int]:
     """``x, edge_index, edge_type, batch, ptr, num_graphs`` of a ``Data`` or ``Batch``, with
-    the annotations ``x`` (often integers or booleans) cast to ``dtype``, the model's."""
+    the annotations ``x`` (often integers or booleans) cast to ``dtype``, the model's. The
+    edges come from ``edge_index`` or, failing that, from a sparse ``adj_t`` (PyG's
+    transposed adjacency, as ``T.ToSparseTensor`` leaves it), for graphs of one edge type."""
     x = data.x
-    if x is None or data.edge_index is None:
-        raise ValueError("the graph needs node annotations `x` and an `edge_index`")
+    edge_index = data.edge_index
+    edge_type = getattr(data, "edge_type", None)
+    adj_t = getattr(data, "adj_t", None)
+    if edge_index is None and adj_t is not None:
+        if edge_type is not None:
+            raise ValueError(
+                "edge types need an `edge_index`: `T.ToSparseTensor` merges parallel edges, "
+                "so `edge_type` no longer lines up with `adj_t`; keep the `edge_index`"
+            )
+        edge_index, values = _as_edge_index(adj_t, None)
+        if values is not None:
+            raise ValueError(
+                "`adj_t` holds values other than 1 (edge weights or attributes), which the "
+                "GG-NN models do not read; give the structure alone (`T.ToSparseTensor("
+                "attr=None)`) or an `edge_index`"
+            )
+    if x is None or edge_index is None:
+        raise ValueError(
+            "the graph needs node annotations `x` and an `edge_index` (or a sparse `adj_t`)"
+        )
     x = x.to(dtype)
     batch = getattr(data, "batch", None)
     if batch is None:
@@ -39,7 +59,7 @@ def _graph_args(
         counts = torch.bincount(batch)
         ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
     num_graphs = ptr.numel() - 1
-    return x, data.edge_index, getattr(data, "edge_type", None), batch, ptr, num_graphs
+    return x, edge_index, edge_type, batch, ptr, num_graphs
 
 
 def _output_model(
@@ -69,7 +89,9 @@ class GGNN(nn.Module):
       of each graph, ``(num_nodes,)`` (the bAbI answers that are an entity).
 
     ``forward`` takes a PyG ``Data`` or ``Batch`` with ``x`` (annotations), ``edge_index``
-    and, for several edge types, ``edge_type``.
+    and, for several edge types, ``edge_type``; a graph of one edge type may give a sparse
+    ``adj_t`` instead of the ``edge_index`` (``T.ToSparseTensor(attr=None,
+    layout=torch.sparse_csr)``).
 
     Args:
         annotation_channels (int): Size of the annotations :math:`\mathbf{x}_v`.

@@ -102,6 +102,9 @@ def test_annotations_take_the_models_dtype() -> None:
     assert loss.dtype == torch.float64 and loss > 0
 
 
+# PyG's ToSparseTensor builds its CSR tensors without opting in or out of torch's checks
+@pytest.mark.filterwarnings("ignore:Sparse invariant checks:UserWarning")
+@pytest.mark.filterwarnings("ignore:Sparse CSR tensor support is in beta:UserWarning")
 def test_a_sparse_adjacency_gives_what_the_edge_index_gives() -> None:
     """Graphs of one edge type as ``T.ToSparseTensor`` leaves them (``adj_t``, no
     ``edge_index``), batched: the same outputs as from their ``edge_index``, for GGNN and

@@ -111,6 +111,6 @@ def test_the_quick_reproduction_writes_its_report_from_the_cache(
     assert not trained
     assert json.loads((tmp_path / "results.json").read_text()) == results
     # runs are named by the agents' code, not by the report's: its wording can change
-    quick = {"steps": 100_000, "dream_steps": 50_000, "episodes": 20}
-    named = RunCache(tmp_path / "runs", quick, code_fingerprint((Path(agents_module.__file__),)))
+    budget = {key: results[key] for key in ("steps", "dream_steps", "episodes")}
+    named = RunCache(tmp_path / "runs", budget, code_fingerprint((Path(agents_module.__file__),)))
     assert named.load(AgentRun("obsdrop", 0.1, 0)) is not None

@@ -24,6 +24,7 @@ from sb3_contrib import RecurrentPPO
 
 from paperports.benchmarking import BenchResult, BenchRow
 from paperports.experiments.obsdrop.agents import (
+    CRITICS,
     ENV_ID,
     N_ENVS,
     PPO_SETTINGS,
@@ -120,7 +121,7 @@ def bench(ctx: RunContext) -> BenchResult:
         )
     ]
     # the reproduction's agent: its privileged critic reads the true observation too
-    privileged = {"privileged_critic": True}
+    privileged = CRITICS["privileged"]
     ours_vec = _training_rate(lambda: make_agent(0.1, ctx.seed, policy_kwargs=privileged))
     anchor_vec = _training_rate(lambda: make_agent(0.1, ctx.seed, "MlpLstmPolicy"))
     ctx.log(f"  {N_ENVS} envs: ours {ours_vec:.0f}, MlpLstmPolicy {anchor_vec:.0f} steps/s")

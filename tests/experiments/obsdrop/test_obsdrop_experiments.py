@@ -29,7 +29,7 @@ from paperports.experiments.obsdrop.agents import (
     run_agent,
     train_agent,
 )
-from paperports.experiments.obsdrop.reproduce import run_agents
+from paperports.experiments.obsdrop.reproduce import _pooled, _verdict, run_agents
 from paperports.experiments.obsdrop.run_cache import RunCache
 from paperports.integrations.sb3 import ObservationalDropoutPolicy, WorldModel
 from paperports.registry import RunContext
@@ -159,3 +159,20 @@ def test_agent_env_has_the_layout_its_policy_reads() -> None:
     assert isinstance(policy, ObservationalDropoutPolicy) and policy.privileged_critic
     with pytest.raises(ValueError, match="expose_true_obs=True"):
         make_agent(0.1, 0, env=plain, policy_kwargs=privileged)
+
+
+def test_the_goal_verdict_says_when_the_mean_is_within_its_noise() -> None:
+    """550.7 with a standard error of 10.5 clears 550 by the mean only: the report says so,
+    and calls neither a clear pass nor a clear miss one that is within two errors."""
+    assert _verdict(600.0, 10.0, 550).startswith("reached (580-620")
+    assert "not beyond its noise" in _verdict(550.7, 10.5, 550)
+    assert _verdict(545.0, 10.0, 550).startswith("**not reached**, though within the noise")
+    assert _verdict(487.0, 10.0, 550).startswith("**not reached** (467-507")
+    assert _verdict(551.0, float("nan"), 550) == "reached"
+
+
+def test_pooled_returns_weigh_every_episode_alike() -> None:
+    mean, error, count = _pooled([[0.0, 2.0], [4.0, 6.0, 8.0]])
+    assert (mean, count) == (4.0, 5)
+    assert error == pytest.approx(np.std([0, 2, 4, 6, 8], ddof=1) / np.sqrt(5))
+    assert _pooled([])[2] == 0 and np.isnan(_pooled([[1.0]])[1])

@@ -55,7 +55,7 @@ CONTROLLER = [64, 64]
 N_ENVS = 16
 # The learning rate decays linearly to 0 over each run: at a constant 1e-3 the agents trained
 # with the prediction loss peaked at 400,000 steps (377) and fell to 221 by 1.2 M; decayed,
-# three seeds reached 603 / 625 / 622 at 2 M (docs/integrations/sb3.md, the long runs).
+# three seeds reached 603 / 625 / 622 at 2 M (docs/reports/obsdrop/findings.md).
 LEARNING_RATE = 1e-3
 PPO_SETTINGS: dict[str, Any] = {
     "n_steps": 128,
@@ -121,7 +121,8 @@ def make_agent(
 
 # The reward-only variant where the value loss trains M as well (sb3-contrib detaches the
 # critic from a shared core) and M's accelerations are scaled x10 from a zero start: 449 /
-# 449 / 441 at p = 10% after 2 M steps against 382 for the defaults (docs/integrations/sb3.md).
+# 449 / 441 at p = 10% after 2 M steps against 382 for the defaults
+# (docs/reports/obsdrop/findings.md).
 # Still the reward alone: the value loss regresses the returns. With the prediction loss
 # added to these settings M stayed as inaccurate (one-step error 0.02-0.03, against 0.001
 # with the defaults) and the return as low (456 / 473 / 455, seeds 0-2): the value gradient
@@ -134,7 +135,7 @@ VALUE_ROUTE: dict[str, Any] = {
 # the true observation, appended by the wrapper for the critic alone, so M learns from the
 # policy gradient only, with advantages from a critic that knows the state; 606 / 492 / 616
 # at p = 10% after 2 M steps (seeds 0, 1, 2) against 382 for "belief" (sb3-contrib's
-# detached shared core) and 441-449 for "value_route" (docs/integrations/sb3.md, long runs).
+# detached shared core) and 441-449 for "value_route" (docs/reports/obsdrop/findings.md).
 Critic = Literal["privileged", "belief", "value_route"]
 CRITICS: dict[str, dict[str, Any]] = {
     "privileged": {"privileged_critic": True},

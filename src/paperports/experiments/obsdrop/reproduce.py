@@ -53,7 +53,7 @@ GOAL_P10 = 550
 
 # The rows of "What trains the world model" at p = 10%, besides the main agent (critic None:
 # privileged): the other critics, and the auxiliary prediction loss (the ablation) with the
-# critic it was measured with (603 / 625 / 622, docs/integrations/sb3.md).
+# critic it was measured with (603 / 625 / 622, docs/reports/obsdrop/findings.md).
 ABLATION_CRITICS: tuple[Critic, ...] = ("belief", "value_route")
 PREDICTION_LOSS = 1.0
 PREDICTION_LOSS_CRITIC: Critic = "belief"

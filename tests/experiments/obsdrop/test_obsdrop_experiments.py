@@ -76,7 +76,7 @@ def test_batched_episodes_are_the_episodes_one_at_a_time() -> None:
     assert len(starts) == 30 and (gaps >= 1_000).all()
 
 
-class _Oracle(WorldModel):
+class TrueDynamics(WorldModel):
     """The true dynamics as a world model: what a perfect M would predict."""
 
     def __init__(self) -> None:
@@ -92,7 +92,7 @@ class _Oracle(WorldModel):
 def test_prediction_error_is_zero_for_the_true_dynamics_and_not_otherwise() -> None:
     agent = train_agent(0.1, 256, seed=0)
     assert prediction_error(agent, 0.1, 200, seed=0) > 1e-3  # an untrained model
-    agent.policy.lstm_actor.world_model = _Oracle()
+    agent.policy.lstm_actor.world_model = TrueDynamics()
     assert prediction_error(agent, 0.1, 200, seed=0) < 1e-9
 
 

@@ -97,6 +97,10 @@ def test_the_quick_reproduction_writes_its_report_from_the_cache(
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["p10_pooled"]["episodes"] == 2
     assert {"0.1", "1.0"} <= set(results["returns"])
+    # every world model probed, on the steps of its one-step error
+    assert "## What the world model learned" in text
+    probed = results["world_model_probe"]["p = 10%"][0]
+    assert probed["error"] == pytest.approx(results["one_step_error"]["0.1"][0], rel=1e-4)
     for figure in ("return_vs_p", "model_rollout", "frames"):
         assert (tmp_path / f"{figure}.png").exists()
     agents = sorted((tmp_path / "runs").glob("obsdrop_0.1_0_*.zip"))

@@ -40,6 +40,7 @@ from paperports.experiments.obsdrop.agents import (
     model_rollout,
     run_agent,
 )
+from paperports.experiments.obsdrop.probe import ModelProbe, probe_world_model
 from paperports.experiments.obsdrop.run_cache import RunCache, code_fingerprint
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
@@ -47,6 +48,8 @@ from paperports.reporting import Report
 # The paper's figure 3: mean return over 100 episodes against the peek probability.
 PAPER_RETURNS = {0.01: 351, 0.03: 410, 0.05: 519, 0.10: 607, 0.20: 612, 1.0: 625}
 PAPER_DREAM_BEST = (0.10, 593)
+# The steps each world model is probed on: those of its one-step error (``run_agent``'s).
+PROBE_STEPS = 1000
 # This project's goal on 2 CPU cores: this mean return at p = 10% within 2 M steps.
 GOAL_P10 = 550
 
@@ -153,12 +156,36 @@ def reproduce(ctx: RunContext) -> Path:
     ablation[ABLATION_ROWS["prediction loss"]] = {
         key: measured("obsdrop", 0.1, key, PREDICTION_LOSS, PREDICTION_LOSS_CRITIC) for key in keys
     }
+    # What each world model learned, on the steps of its one-step error (see probe.py): not
+    # part of a run's cached results, so the probe can change without retraining anything.
+    probed = {
+        run: probe_world_model(
+            RecurrentPPO.load(io.BytesIO(result["agent"]), device="cpu"),
+            run.p,
+            PROBE_STEPS,
+            eval_seed(run.seed, PREDICTION_OFFSET),
+        )
+        for run, result in done
+        if run.kind == "obsdrop"
+    }
+
+    def probes(p: float, coef: float = 0.0, critic: Critic | None = None) -> list[ModelProbe]:
+        return [
+            probe
+            for run, probe in probed.items()
+            if (run.p, run.prediction_loss_coef, run.critic) == (p, coef, critic)
+        ]
+
+    learned = {f"p = {p:.0%}": probes(p) for p in ps}
+    learned |= {ABLATION_ROWS[critic]: probes(0.1, critic=critic) for critic in ABLATION_CRITICS}
+    learned[ABLATION_ROWS["prediction loss"]] = probes(0.1, PREDICTION_LOSS, PREDICTION_LOSS_CRITIC)
     lstm = measured("lstm", 0.1, "return")
     ceiling = measured("ceiling", 1.0, "return")
     shown = AgentRun("obsdrop", min(ps), ctx.seed)  # the rollout figure's agent
     kept = next(result["agent"] for run, result in done if run == shown)
     rollout = model_rollout(RecurrentPPO.load(io.BytesIO(kept)), min(ps), 300, ctx.seed)
     _write(report, ctx, seeds, (steps, dream_steps, episodes), main, lstm, ceiling, ablation)
+    _write_learned(report, learned)
     _figures(report, main, rollout)
     return report.write()
 
@@ -346,6 +373,48 @@ def _write(
             for name, row in ablation.items()
         },
         "paper": {str(p): v for p, v in PAPER_RETURNS.items()},
+    }
+
+
+def _write_learned(report: Report, learned: dict[str, list[ModelProbe]]) -> None:
+    """The section on what each world model learned (:mod:`.probe`), per row of agents."""
+    report.section("What the world model learned")
+    report.text(
+        "M's one-step error is small even for a model that has learned nothing: at the "
+        "swing-up's 0.01 s step the constant-velocity model (zero accelerations) predicts "
+        "closely too, the more so the calmer the agent drives. So each M is compared, on the "
+        f"same {PROBE_STEPS:,} steps of its agent, with that model: its skill is one minus "
+        "the ratio of their errors (1: the true dynamics; 0: no better than constant "
+        "velocity; below 0: worse). Its action gains are the least-squares slopes of how "
+        "its accelerations respond to the action (half the difference between a = 1 and "
+        "a = -1) on how the true ones do, over the visited states (1: as the physics; 0: "
+        "M ignores the action). A dreamer can only learn in an M that knows what the "
+        "action does."
+    )
+    rows = [
+        [
+            name,
+            f"{np.mean([q.error for q in probes]):.3g} "
+            f"({np.mean([q.constant_velocity_error for q in probes]):.3g})",
+            _seeds([q.skill for q in probes], 2),
+            _seeds([q.gain_x for q in probes], 2),
+            _seeds([q.gain_theta for q in probes], 2),
+        ]
+        for name, probes in learned.items()
+        if probes
+    ]
+    report.table(
+        [
+            "agents",
+            "one-step error, mean (constant velocity's)",
+            "skill, per seed",
+            "action gain on x''",
+            "action gain on theta''",
+        ],
+        rows,
+    )
+    report.results["world_model_probe"] = {
+        name: [probe.as_dict() for probe in probes] for name, probes in learned.items()
     }
 
 

@@ -77,18 +77,22 @@ def probe_world_model(agent: RecurrentPPO, p: float, steps: int, seed: int) -> M
     weight = next(policy.world_model.parameters(), None)  # M may live on a GPU
     device = weight.device if weight is not None else torch.device("cpu")
 
+    obs = torch.as_tensor(current, dtype=torch.float32, device=device)
+
     def predict(model: torch.nn.Module, applied: np.ndarray) -> np.ndarray:
-        obs = torch.as_tensor(current, dtype=torch.float32, device=device)
         act = torch.as_tensor(applied[:, None], dtype=torch.float32, device=device)
-        return np.asarray(model.to(device)(obs, act).double().cpu().numpy())
+        return np.asarray(model(obs, act).double().cpu().numpy())
 
     def accelerations(next_obs: np.ndarray) -> np.ndarray:
         return np.asarray((next_obs[:, _VELOCITIES] - current[:, _VELOCITIES]) / DT)
 
     true_next = observation(_step(states, actions))
-    error = float(((predict(policy.world_model, actions) - true_next) ** 2).sum(-1).mean())
-    constant_velocity = predict(CartPoleWorldModel(zero_init=True), actions)
-    baseline = float(((constant_velocity - true_next) ** 2).sum(-1).mean())
+
+    def error_of(model: torch.nn.Module) -> float:
+        return float(((predict(model, actions) - true_next) ** 2).sum(-1).mean())
+
+    error = error_of(policy.world_model)
+    baseline = error_of(CartPoleWorldModel(zero_init=True).to(device))
     ones = np.ones_like(actions)
     model_gain = (
         accelerations(predict(policy.world_model, ones))

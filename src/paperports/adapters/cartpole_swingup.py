@@ -49,7 +49,7 @@ X_THRESHOLD = 2.4
 MAX_STEPS = 1000
 
 
-def cartpole_swingup_step(state: np.ndarray, action: float) -> np.ndarray:
+def cartpole_swingup_step(state: np.ndarray, action: float | np.ndarray) -> np.ndarray:
     """One explicit Euler step of the paper's dynamics: ``[x, x_dot, theta, theta_dot]``
     after applying ``action`` (clipped to ``[-1, 1]``) for ``DT`` seconds. Works on a
     single state ``(4,)`` or a batch ``(N, 4)`` with actions ``(N,)``."""

@@ -41,5 +41,7 @@ def test_the_probe_refuses_what_it_cannot_measure() -> None:
     ppo = PPO("MlpPolicy", "Pendulum-v1", n_steps=64, batch_size=32)
     with pytest.raises(TypeError, match="needs an ObservationalDropoutPolicy agent, got"):
         probe_world_model(ppo, 0.1, 100, seed=0)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="needs an ObservationalDropoutPolicy agent, got"):
+        prediction_error(ppo, 0.1, 100, seed=0)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="steps must be >= 2"):
         probe_world_model(train_agent(0.1, 256, seed=0), 0.1, 1, seed=0)

@@ -26,7 +26,11 @@ from stable_baselines3.common.env_util import make_vec_env
 from stable_baselines3.common.utils import LinearSchedule
 from stable_baselines3.common.vec_env import VecEnv
 
-from paperports.adapters.cartpole_swingup import draw_cartpole
+from paperports.adapters.cartpole_swingup import (
+    cartpole_swingup_step,
+    draw_cartpole,
+    observation,
+)
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -243,30 +247,59 @@ def dream_transfer(agent: RecurrentPPO, steps: int, seed: int, episodes: int) ->
     return float(evaluate_plain(dreamer, episodes, eval_seed(seed, DREAM_OFFSET)).mean())
 
 
-@torch.no_grad()
-def prediction_error(agent: RecurrentPPO, p: float, steps: int, seed: int) -> float:
-    """M's one-step error on the real trajectory the agent drives: the mean over steps of
-    ``||M(o_{t-1}, a_{t-1}) - o_t||^2`` with the true previous observation."""
-    policy = agent.policy
-    assert isinstance(policy, ObservationalDropoutPolicy)
+def real_trajectory(
+    agent: RecurrentPPO, p: float, steps: int, seed: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The agent (deterministic, with dropout ``p``) for ``steps`` steps of the real env: the
+    true states ``[x, x_dot, theta, theta_dot]`` it visits and the actions it applies there
+    (clipped, as the environment applies them), one row per step. A finished episode is
+    followed by the next seed's: episodes from ``seed`` on."""
     env = _wrapped_for(agent, p)
-    obs, info = env.reset(seed=seed)
+    obs, _ = env.reset(seed=seed)
     state, start = None, np.array([True])
-    errors = []
+    states, actions = [], []
     for _ in range(steps):
-        previous = info["true_obs"]
+        states.append(np.array(env.unwrapped.state, dtype=np.float64))  # type: ignore[attr-defined]
         action, state = agent.predict(obs, state=state, episode_start=start, deterministic=True)
-        obs, _, terminated, truncated, info = env.step(action)
+        actions.append(float(np.clip(np.asarray(action).reshape(-1)[0], -1.0, 1.0)))
+        obs, _, terminated, truncated, _ = env.step(action)
         start = np.array([False])
-        start_of_action = policy.obs_size + 1
-        last_action = torch.as_tensor(obs[start_of_action : start_of_action + policy.action_size])
-        last_action = last_action[None]
-        predicted = policy.world_model(torch.as_tensor(previous)[None], last_action)[0]
-        errors.append(float(((predicted - torch.as_tensor(info["true_obs"])) ** 2).sum()))
         if terminated or truncated:
-            obs, info = env.reset(seed=seed + len(errors))
+            obs, _ = env.reset(seed=seed + len(states))
             state, start = None, np.array([True])
-    return float(np.mean(errors))
+    return np.stack(states), np.array(actions)
+
+
+@torch.no_grad()
+def world_model_step(
+    world_model: torch.nn.Module, states: np.ndarray, actions: np.ndarray
+) -> np.ndarray:
+    """``world_model``'s predictions ``M(o_t, a_t)`` of the next observations, from the true
+    states ``[x, x_dot, theta, theta_dot]`` (rows) and actions, as float64."""
+    weight = next(world_model.parameters(), None)  # M may live on a GPU
+    device = weight.device if weight is not None else torch.device("cpu")
+    obs = torch.as_tensor(observation(states), dtype=torch.float32, device=device)
+    act = torch.as_tensor(actions[:, None], dtype=torch.float32, device=device)
+    return np.asarray(world_model(obs, act).double().cpu().numpy())
+
+
+def one_step_error(world_model: torch.nn.Module, states: np.ndarray, actions: np.ndarray) -> float:
+    """``world_model``'s one-step error over the steps of :func:`real_trajectory`: the mean of
+    ``||M(o_t, a_t) - o_{t+1}||^2``, from each true state and the action applied there."""
+    true_next = observation(cartpole_swingup_step(states, actions))
+    return float(((world_model_step(world_model, states, actions) - true_next) ** 2).sum(-1).mean())
+
+
+def prediction_error(agent: RecurrentPPO, p: float, steps: int, seed: int) -> float:
+    """M's one-step error on the real trajectory the agent drives (:func:`one_step_error`
+    over :func:`real_trajectory`'s ``steps`` steps)."""
+    policy = agent.policy
+    if not isinstance(policy, ObservationalDropoutPolicy):
+        raise TypeError(
+            f"prediction_error needs an ObservationalDropoutPolicy agent, got "
+            f"{type(policy).__name__}"
+        )
+    return one_step_error(policy.world_model, *real_trajectory(agent, p, steps, seed))
 
 
 @torch.no_grad()
@@ -335,13 +368,13 @@ def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> di
     if run.kind == "ceiling":
         ppo = PPO("MlpPolicy", _vec(ENV_ID, run.seed), seed=run.seed, **PLAIN_PPO_SETTINGS)
         returns = evaluate_plain(ppo.learn(steps), episodes, eval_seed(run.seed))
-        return _measured(returns) | {"dream": None, "error": None, "agent": _saved(ppo)}
+        return _measured(returns, ppo)
     if run.kind not in ("obsdrop", "lstm"):
         raise ValueError(f"AgentRun.kind must be 'obsdrop', 'lstm' or 'ceiling', got {run.kind!r}")
     policy = ObservationalDropoutPolicy if run.kind == "obsdrop" else "MlpLstmPolicy"
     agent = train_agent(run.p, steps, run.seed, policy, run.prediction_loss_coef, run.critic)
     returns = evaluate_recurrent(agent, run.p, episodes, eval_seed(run.seed))
-    result = _measured(returns) | {"dream": None, "error": None, "agent": _saved(agent)}
+    result = _measured(returns, agent)
     if run.kind == "obsdrop":
         result["dream"] = dream_transfer(agent, dream_steps, run.seed, episodes)
         error_seed = eval_seed(run.seed, PREDICTION_OFFSET)
@@ -349,12 +382,15 @@ def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> di
     return result
 
 
-def _saved(model: PPO | RecurrentPPO) -> bytes:
+def _measured(returns: np.ndarray, model: PPO | RecurrentPPO) -> dict[str, Any]:
+    """The mean return and each episode's (for the standard error of pooled seeds), and the
+    trained ``model`` saved as bytes; the dream and M's error still ``None``."""
     saved = io.BytesIO()
     model.save(saved)
-    return saved.getvalue()
-
-
-def _measured(returns: np.ndarray) -> dict[str, Any]:
-    """The mean return and each episode's (for the standard error of pooled seeds)."""
-    return {"return": float(returns.mean()), "returns": [float(r) for r in returns]}
+    return {
+        "return": float(returns.mean()),
+        "returns": [float(r) for r in returns],
+        "dream": None,
+        "error": None,
+        "agent": saved.getvalue(),
+    }

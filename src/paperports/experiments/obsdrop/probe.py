@@ -26,24 +26,22 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import cast
 
 import numpy as np
-import torch
 from sb3_contrib import RecurrentPPO
 
 from paperports.adapters.cartpole_swingup import DT, cartpole_swingup_step, observation
-from paperports.experiments.obsdrop.agents import _wrapped_for
+from paperports.experiments.obsdrop.agents import (
+    one_step_error,
+    real_trajectory,
+    world_model_step,
+)
 from paperports.integrations.sb3 import CartPoleWorldModel, ObservationalDropoutPolicy
 
 __all__ = ["ModelProbe", "probe_world_model"]
 
 # the velocities' places in the observation [x, x_dot, cos, sin, theta_dot]
 _VELOCITIES = [1, 4]
-# The swing-up's step on a batch of states and actions, as its docstring allows (its
-# annotation says one float action; it is widened once the obsdrop report's runs, whose
-# fingerprint includes the environment's code, are done).
-_step = cast(Callable[[np.ndarray, np.ndarray], np.ndarray], cartpole_swingup_step)
 
 
 @dataclass(frozen=True)
@@ -60,7 +58,6 @@ class ModelProbe:
         return asdict(self)
 
 
-@torch.no_grad()
 def probe_world_model(agent: RecurrentPPO, p: float, steps: int, seed: int) -> ModelProbe:
     """Drive ``agent`` (deterministic, with dropout ``p``) for ``steps`` steps of the real
     swing-up, episodes from ``seed`` on, and measure its world model on them."""
@@ -72,36 +69,23 @@ def probe_world_model(agent: RecurrentPPO, p: float, steps: int, seed: int) -> M
         )
     if steps < 2:
         raise ValueError(f"steps must be >= 2, got {steps}")
-    states, actions = _trajectory(agent, p, steps, seed)
+    states, actions = real_trajectory(agent, p, steps, seed)
     current = observation(states)
-    weight = next(policy.world_model.parameters(), None)  # M may live on a GPU
-    device = weight.device if weight is not None else torch.device("cpu")
-
-    obs = torch.as_tensor(current, dtype=torch.float32, device=device)
-
-    def predict(model: torch.nn.Module, applied: np.ndarray) -> np.ndarray:
-        act = torch.as_tensor(applied[:, None], dtype=torch.float32, device=device)
-        return np.asarray(model(obs, act).double().cpu().numpy())
 
     def accelerations(next_obs: np.ndarray) -> np.ndarray:
         return np.asarray((next_obs[:, _VELOCITIES] - current[:, _VELOCITIES]) / DT)
 
-    true_next = observation(_step(states, actions))
+    def response(step: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> np.ndarray:
+        """Half the difference of the accelerations after a = 1 and after a = -1."""
+        ones = np.ones_like(actions)
+        return (
+            np.asarray(accelerations(step(states, ones)) - accelerations(step(states, -ones))) / 2
+        )
 
-    def error_of(model: torch.nn.Module) -> float:
-        return float(((predict(model, actions) - true_next) ** 2).sum(-1).mean())
-
-    error = error_of(policy.world_model)
-    baseline = error_of(CartPoleWorldModel(zero_init=True).to(device))
-    ones = np.ones_like(actions)
-    model_gain = (
-        accelerations(predict(policy.world_model, ones))
-        - accelerations(predict(policy.world_model, -ones))
-    ) / 2
-    true_gain = (
-        accelerations(observation(_step(states, ones)))
-        - accelerations(observation(_step(states, -ones)))
-    ) / 2
+    error = one_step_error(policy.world_model, states, actions)
+    baseline = one_step_error(CartPoleWorldModel(zero_init=True), states, actions)
+    model_gain = response(lambda s, a: world_model_step(policy.world_model, s, a))
+    true_gain = response(lambda s, a: observation(cartpole_swingup_step(s, a)))
     gains = (model_gain * true_gain).sum(0) / (true_gain**2).sum(0)
     return ModelProbe(
         error=error,
@@ -110,25 +94,3 @@ def probe_world_model(agent: RecurrentPPO, p: float, steps: int, seed: int) -> M
         gain_x=float(gains[0]),
         gain_theta=float(gains[1]),
     )
-
-
-def _trajectory(
-    agent: RecurrentPPO, p: float, steps: int, seed: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The true states ``[x, x_dot, theta, theta_dot]`` the agent visits and the actions it
-    applies there (clipped, as the environment applies them), one row per step; a finished
-    episode is followed by the next seed's."""
-    env = _wrapped_for(agent, p)
-    obs, _ = env.reset(seed=seed)
-    state, start = None, np.array([True])
-    states, actions = [], []
-    for _ in range(steps):
-        states.append(np.array(env.unwrapped.state, dtype=np.float64))  # type: ignore[attr-defined]
-        action, state = agent.predict(obs, state=state, episode_start=start, deterministic=True)
-        actions.append(float(np.clip(np.asarray(action).reshape(-1)[0], -1.0, 1.0)))
-        obs, _, terminated, truncated, _ = env.step(action)
-        start = np.array([False])
-        if terminated or truncated:
-            obs, _ = env.reset(seed=seed + len(states))
-            state, start = None, np.array([True])
-    return np.stack(states), np.array(actions)

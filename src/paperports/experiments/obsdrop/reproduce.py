@@ -158,15 +158,14 @@ def reproduce(ctx: RunContext) -> Path:
     }
     # What each world model learned, on the steps of its one-step error (see probe.py): not
     # part of a run's cached results, so the probe can change without retraining anything.
-    probed = {
-        run: probe_world_model(
-            RecurrentPPO.load(io.BytesIO(result["agent"]), device="cpu"),
-            run.p,
-            PROBE_STEPS,
-            eval_seed(run.seed, PREDICTION_OFFSET),
-        )
+    loaded = {
+        run: RecurrentPPO.load(io.BytesIO(result["agent"]), device="cpu")
         for run, result in done
         if run.kind == "obsdrop"
+    }
+    probed = {
+        run: probe_world_model(agent, run.p, PROBE_STEPS, eval_seed(run.seed, PREDICTION_OFFSET))
+        for run, agent in loaded.items()
     }
 
     def probes(p: float, coef: float = 0.0, critic: Critic | None = None) -> list[ModelProbe]:
@@ -182,8 +181,7 @@ def reproduce(ctx: RunContext) -> Path:
     lstm = measured("lstm", 0.1, "return")
     ceiling = measured("ceiling", 1.0, "return")
     shown = AgentRun("obsdrop", min(ps), ctx.seed)  # the rollout figure's agent
-    kept = next(result["agent"] for run, result in done if run == shown)
-    rollout = model_rollout(RecurrentPPO.load(io.BytesIO(kept)), min(ps), 300, ctx.seed)
+    rollout = model_rollout(loaded[shown], min(ps), 300, ctx.seed)
     _write(report, ctx, seeds, (steps, dream_steps, episodes), main, lstm, ceiling, ablation)
     _write_learned(report, learned)
     _figures(report, main, rollout)

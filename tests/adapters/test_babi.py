@@ -15,6 +15,7 @@ from paperports.adapters.babi import (
     PATH_LENGTH,
     TASKS,
     BabiGraphs,
+    Question,
     Story,
     generate_task,
     parse_dictionary,
@@ -275,3 +276,32 @@ def test_ggnn_reaches_the_papers_accuracy_on_babi15_from_50_examples() -> None:
     with torch.no_grad():
         accuracy = (model.predict(model(batch), batch) == batch.y).float().mean().item()
     assert accuracy == 1.0
+
+
+@pytest.mark.parametrize("line", ["0 1 2", "1 -1 2", "? 1 0 2", "? 1 2 -3"])
+def test_ids_are_one_based_and_zero_or_negative_ids_are_refused(line: str) -> None:
+    """They became node or edge type -1 and failed later inside the conv."""
+    with pytest.raises(ValueError, match=r"line 2: .*ids are 1-based"):
+        parse_symbolic(f"1 1 2\n{line}\n? 1 1 2\n")
+
+
+@pytest.mark.parametrize(
+    ("story", "question", "match"),
+    [
+        (Story([(0, 4, 1)]), Question(0, (0,), (1,)), "edge type 4 is not one of"),
+        (Story([(0, 0, 1)]), Question(2, (0,), (1,)), "question type 2 is not one of"),
+        (Story([(0, 0, -1)]), Question(0, (0,), (1,)), "node ids must be >= 0"),
+    ],
+)
+def test_to_data_refuses_what_the_task_cannot_hold(
+    story: Story, question: Question, match: str
+) -> None:
+    with pytest.raises(ValueError, match=match):
+        to_data(story, question, TASKS["babi15"])
+
+
+def test_to_data_refuses_classes_and_directions_beyond_the_task() -> None:
+    with pytest.raises(ValueError, match=r"answer classes \[2\]"):
+        to_data(Story([(0, 0, 1)]), Question(0, (0, 1), (2,)), TASKS["babi18"])
+    with pytest.raises(ValueError, match=r"answer classes \[4\]"):
+        to_data(Story([(0, 0, 1)]), Question(0, (0, 1), (1, 4)), TASKS["babi19"])

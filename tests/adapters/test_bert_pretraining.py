@@ -106,3 +106,25 @@ def test_bad_arguments_are_refused(tokenizer: Any) -> None:
         make_next_sentence_pairs(documents(), tokenizer, max_length=4)
     with pytest.raises(ValueError, match="next_sentence_label"):
         DataCollatorForPreTraining(tokenizer)([{"input_ids": [101, 102]}])
+
+
+def test_documents_given_as_strings_are_refused(tokenizer: Any) -> None:
+    """A plain string was read as a document of one-character sentences."""
+    with pytest.raises(TypeError, match=r"documents\[0\] must be a list or tuple, got str"):
+        make_next_sentence_pairs(["first document.", "second document."], tokenizer)
+    with pytest.raises(TypeError, match=r"documents\[1\]\[0\] must be a str"):
+        make_next_sentence_pairs([["one."], [2]], tokenizer)
+
+
+def test_documents_without_text_are_left_out_or_refused(tokenizer: Any) -> None:
+    pairs = make_next_sentence_pairs([*documents(), [], ["", " "]], tokenizer)
+    assert pairs
+    with pytest.raises(ValueError, match="at least two documents with text"):
+        make_next_sentence_pairs([documents()[0], [""], []], tokenizer)
+
+
+@pytest.mark.parametrize("label", [2, -1, True, None])
+def test_a_next_sentence_label_other_than_0_or_1_is_refused(tokenizer: Any, label: Any) -> None:
+    example = make_next_sentence_pairs(documents(), tokenizer)[0] | {"next_sentence_label": label}
+    with pytest.raises(ValueError, match=r"next_sentence_label'\] must be 0 .* or 1"):
+        DataCollatorForPreTraining(tokenizer)([example])

@@ -54,7 +54,27 @@ def test_classifier_is_cached_and_a_corrupt_cache_is_retrained(tmp_path: Path) -
         for a, b in zip(first.state_dict().values(), again.state_dict().values(), strict=True):
             assert torch.equal(a, b)
         files[0].write_bytes(b"not a checkpoint")
-        retrained = digits_classifier(8, epochs=1)
+        with pytest.warns(RuntimeWarning, match="could not be read"):
+            retrained = digits_classifier(8, epochs=1)
         assert accuracy(retrained, *load_digits_tensors(8, "test")) > 0.3
+    finally:
+        os.environ["PAPERPORTS_CACHE"] = old
+
+
+def test_a_cache_holding_nan_weights_is_retrained(tmp_path: Path) -> None:
+    """It was used silently (accuracy 0.1)."""
+    os.environ["PAPERPORTS_CACHE"], old = str(tmp_path), os.environ["PAPERPORTS_CACHE"]
+    try:
+        model = digits_classifier(8, epochs=1)
+        (path,) = cache_dir().glob("digits_cnn_*size8*ep1.pt")
+        state = model.state_dict()
+        state["classifier.1.weight"][0, 0] = float("nan")
+        torch.save(state, path)
+        with pytest.warns(RuntimeWarning, match="NaN or infinite weights"):
+            retrained = digits_classifier(8, epochs=1)
+        assert all(torch.isfinite(v).all() for v in retrained.state_dict().values())
+        assert accuracy(retrained, *load_digits_tensors(8, "test")) > 0.3
+        reloaded = torch.load(path, weights_only=True)  # the cache was overwritten
+        assert all(torch.isfinite(v).all() for v in reloaded.values())
     finally:
         os.environ["PAPERPORTS_CACHE"] = old

@@ -116,7 +116,7 @@ def test_checkers_pass_on_the_wrapped_env() -> None:
 def test_bad_arguments_are_refused() -> None:
     base = gym.make("paperports/CartPoleSwingUpHarder-v0")
     for p in (0.0, -0.1, 1.5):
-        with pytest.raises(ValueError, match=r"peek_prob must lie in \(0, 1\]"):
+        with pytest.raises(ValueError, match=r"peek_prob must be a finite number in \(0.0, 1.0\]"):
             ObservationalDropoutWrapper(base, p)
     image = gym.make("CartPole-v1")
     image.observation_space = gym.spaces.Box(0, 255, (4, 4, 3), np.uint8)

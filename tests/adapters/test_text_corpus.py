@@ -45,3 +45,19 @@ def test_read_documents_uses_berts_text_format(tmp_path: Path) -> None:
     (tmp_path / "bad.txt").write_text("one line only\n")
     with pytest.raises(ValueError, match="blank line between documents"):
         read_documents(tmp_path / "bad.txt")
+
+
+def test_a_corpus_that_is_not_utf8_names_the_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.txt"
+    path.write_bytes("Ein Satz.\nZweiter Satz mit \u00fc.\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1.txt: not UTF-8 text \(byte \d+, line 2"):
+        read_documents(path)
+
+
+def test_an_empty_or_missing_corpus_names_the_file(tmp_path: Path) -> None:
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    with pytest.raises(ValueError, match=r"empty\.txt is empty"):
+        read_documents(empty)
+    with pytest.raises(FileNotFoundError, match=r"missing\.txt"):
+        read_documents(tmp_path / "missing.txt")

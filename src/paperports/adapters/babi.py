@@ -32,6 +32,7 @@ from typing import Any
 
 import torch
 
+from paperports._checks import check_int
 from paperports._imports import require
 
 require("pyg", "torch_geometric", feature="paperports.adapters.babi")
@@ -381,6 +382,9 @@ def generate_task(
     if task not in _GENERATORS:
         raise ValueError(f"unknown task {task!r}; expected one of {sorted(_GENERATORS)}")
     spec = TASKS[task]
+    num_stories = check_int("num_stories", num_stories, who="generate_task")
+    seed = check_int("seed", seed, who="generate_task")
+    question_type = check_int("question_type", question_type, who="generate_task")
     if not 0 <= question_type < len(spec.question_types):
         raise ValueError(
             f"{task} has question types 0..{len(spec.question_types) - 1} "
@@ -403,8 +407,9 @@ def parse_symbolic(text: str, answers_per_question: int = 1) -> list[Story]:
     Raises:
         ValueError: a line that is neither, naming its number.
     """
-    if answers_per_question < 1:
-        raise ValueError(f"answers_per_question must be >= 1, got {answers_per_question}")
+    if not isinstance(text, str):
+        raise TypeError(f"text must be the file's text (str), got {type(text).__name__}")
+    check_int("answers_per_question", answers_per_question, minimum=1, who="parse_symbolic")
     stories: list[Story] = []
     current = Story([])
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -416,7 +421,7 @@ def parse_symbolic(text: str, answers_per_question: int = 1) -> list[Story]:
             continue
         try:
             if tokens[0] == "?":
-                values = [int(t) - 1 for t in tokens[1:]]
+                values = [_id(t) for t in tokens[1:]]
                 if len(values) < 2 + answers_per_question:
                     raise ValueError("too few numbers")
                 current.questions.append(
@@ -429,7 +434,7 @@ def parse_symbolic(text: str, answers_per_question: int = 1) -> list[Story]:
             else:
                 if len(tokens) != 3:
                     raise ValueError("a fact has three numbers")
-                source, edge_type, target = (int(t) - 1 for t in tokens)
+                source, edge_type, target = (_id(t) for t in tokens)
                 current.facts.append((source, edge_type, target))
         except ValueError as err:
             raise ValueError(
@@ -441,6 +446,14 @@ def parse_symbolic(text: str, answers_per_question: int = 1) -> list[Story]:
     return stories
 
 
+def _id(token: str) -> int:
+    """A 1-based id of the symbolic files, 0-based."""
+    value = int(token)
+    if value < 1:
+        raise ValueError(f"ids are 1-based, got {value}")
+    return value - 1
+
+
 def parse_dictionary(text: str) -> dict[str, int]:
     """Parse a ``name=id`` dictionary of the paper's pre-processing (ids 1-based in the
     file, 0-based in the result)."""
@@ -449,8 +462,8 @@ def parse_dictionary(text: str) -> dict[str, int]:
         if not line.strip():
             continue
         name, sep, value = line.strip().rpartition("=")
-        if not sep or not value.strip().isdigit():
-            raise ValueError(f"line {number}: {line.strip()!r} is not 'name=id'")
+        if not sep or not value.strip().isdigit() or int(value) < 1:
+            raise ValueError(f"line {number}: {line.strip()!r} is not 'name=id' with a 1-based id")
         mapping[name] = int(value) - 1
     return mapping
 
@@ -465,6 +478,16 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
     steps, ``annotations`` holds the true next annotations, ``(num_nodes, K - 1, channels)``
     (nodes first, so that batching concatenates them like ``x``).
     """
+    for name, value, kind in [
+        ("story", story, Story),
+        ("question", question, Question),
+        ("spec", spec, TaskSpec),
+    ]:
+        if not isinstance(value, kind):
+            raise TypeError(
+                f"to_data: {name} must be a {kind.__name__}, got {type(value).__name__}"
+            )
+    _check_against_spec(story, question, spec)
     ids = sorted(
         {s for s, _, _ in story.facts} | {t for _, _, t in story.facts} | set(question.args)
     )
@@ -509,6 +532,39 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
     return data
 
 
+def _check_against_spec(story: Story, question: Question, spec: TaskSpec) -> None:
+    """Facts, question and answer within what the task's graphs can hold."""
+    for i, (source, edge_type, target) in enumerate(story.facts):
+        if min(source, target) < 0:
+            raise ValueError(f"fact {i}: node ids must be >= 0, got {source} and {target}")
+        if not 0 <= edge_type < len(spec.edge_types):
+            raise ValueError(
+                f"fact {i}: edge type {edge_type} is not one of {spec.name}'s "
+                f"{len(spec.edge_types)} ({', '.join(spec.edge_types)}; 0-based)"
+            )
+    if not 0 <= question.type < len(spec.question_types):
+        raise ValueError(
+            f"question type {question.type} is not one of {spec.name}'s "
+            f"{len(spec.question_types)} ({', '.join(spec.question_types)}; 0-based)"
+        )
+    if any(a < 0 for a in question.args):
+        raise ValueError(f"question arguments must be node ids >= 0, got {question.args}")
+    if not question.answer:
+        raise ValueError("the question has no answer")
+    if spec.answer in ("class", "class_sequence"):
+        bad = [a for a in question.answer if not 0 <= a < len(spec.classes)]
+        if bad:
+            raise ValueError(
+                f"answer classes {bad} are not among {spec.name}'s {len(spec.classes)} "
+                f"({', '.join(spec.classes)}; 0-based)"
+            )
+    for k, marked in enumerate(question.steps):
+        if len(marked) != spec.annotation_channels or any(n < 0 for n in marked):
+            raise ValueError(
+                f"steps[{k}] must name {spec.annotation_channels} node id(s) >= 0, got {marked}"
+            )
+
+
 class BabiGraphs(InMemoryDataset):  # type: ignore[misc]
     """The graphs of one task and question type, as a PyG ``InMemoryDataset``.
 
@@ -536,6 +592,18 @@ class BabiGraphs(InMemoryDataset):  # type: ignore[misc]
     ) -> None:
         if task not in TASKS:
             raise ValueError(f"unknown task {task!r}; expected one of {sorted(TASKS)}")
+        question_type = check_int("question_type", question_type, who="BabiGraphs")
+        if stories is not None:
+            if isinstance(stories, (str, bytes)) or not isinstance(stories, Sequence):
+                raise TypeError(
+                    f"BabiGraphs: stories must be a list of Story (from parse_symbolic or "
+                    f"generate_task), got {type(stories).__name__}"
+                )
+            for i, story in enumerate(stories):
+                if not isinstance(story, Story):
+                    raise TypeError(
+                        f"BabiGraphs: stories[{i}] must be a Story, got {type(story).__name__}"
+                    )
         super().__init__(None, transform)
         self.task = task
         self.spec = TASKS[task]

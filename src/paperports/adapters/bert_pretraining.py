@@ -26,6 +26,7 @@ from typing import Any
 
 import torch
 
+from paperports._checks import check_float, check_int, check_probability, check_sequence_of
 from paperports._imports import require
 
 __all__ = ["DataCollatorForPreTraining", "make_next_sentence_pairs", "train_wordpiece"]
@@ -83,20 +84,19 @@ def make_next_sentence_pairs(
         :class:`DataCollatorForPreTraining`.
 
     Raises:
-        ValueError: fewer than two documents, ``max_length`` under 8, probabilities out of
-            range.
+        TypeError: documents that are not sequences of sentences (a plain string would be
+            read character by character).
+        ValueError: fewer than two documents with text, ``max_length`` under 8,
+            probabilities out of range.
     """
-    if len(documents) < 2:
-        raise ValueError(
-            f"next-sentence pairs need at least two documents (a random B comes from another "
-            f"document), got {len(documents)}"
-        )
-    if max_length < 8:
-        raise ValueError(f"max_length must be >= 8 tokens, got {max_length}")
-    if not 0.0 <= short_seq_prob <= 1.0:
-        raise ValueError(f"short_seq_prob must lie in [0, 1], got {short_seq_prob}")
-    if dupe_factor < 1:
-        raise ValueError(f"dupe_factor must be >= 1, got {dupe_factor}")
+    who = "make_next_sentence_pairs"
+    check_sequence_of("documents", documents, (list, tuple), who=who)
+    for i, document in enumerate(documents):
+        check_sequence_of(f"documents[{i}]", document, str, who=who)
+    max_length = check_int("max_length", max_length, minimum=8, who=who)
+    short_seq_prob = check_probability("short_seq_prob", short_seq_prob, who=who)
+    dupe_factor = check_int("dupe_factor", dupe_factor, minimum=1, who=who)
+    seed = check_int("seed", seed, who=who)
     cls_id, sep_id = _special_ids(tokenizer)
     tokenized = [
         [
@@ -105,7 +105,14 @@ def make_next_sentence_pairs(
             if ids
         ]
         for doc in documents
+        if doc
     ]
+    tokenized = [doc for doc in tokenized if doc]  # documents with no token give no pair
+    if len(tokenized) < 2:
+        raise ValueError(
+            f"{who}: next-sentence pairs need at least two documents with text (a random B "
+            f"comes from another document), got {len(tokenized)} of {len(documents)}"
+        )
     rng = random.Random(seed)
     max_tokens = max_length - 3  # [CLS], [SEP], [SEP]
     examples: list[dict[str, Any]] = []
@@ -188,8 +195,10 @@ def train_wordpiece(
     from tokenizers.implementations import BertWordPieceTokenizer  # type: ignore[attr-defined]
     from transformers import BertTokenizer
 
-    if vocab_size < 100:
-        raise ValueError(f"vocab_size must be >= 100, got {vocab_size}")
+    check_int("vocab_size", vocab_size, minimum=100, who="train_wordpiece")
+    check_sequence_of("documents", documents, (list, tuple), who="train_wordpiece")
+    if not any(sentence.strip() for document in documents for sentence in document):
+        raise ValueError("train_wordpiece: the documents hold no text to learn a vocabulary from")
     specials: list[Any] = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     wordpiece = BertWordPieceTokenizer(lowercase=lowercase)
     wordpiece.train_from_iterator(
@@ -238,6 +247,12 @@ class DataCollatorForPreTraining:
         _special_ids(tokenizer)
         if tokenizer.mask_token_id is None:
             raise ValueError("the tokenizer needs a [MASK] token for masked-LM pre-training")
+        check_float(
+            "mlm_probability", mlm_probability, minimum=0.0, maximum=1.0, open_low=True,
+            who="DataCollatorForPreTraining",
+        )  # fmt: skip
+        if pad_to_multiple_of is not None:
+            check_int("pad_to_multiple_of", pad_to_multiple_of, minimum=1)
         self.tokenizer = tokenizer
         self.mlm = DataCollatorForLanguageModeling(
             tokenizer,
@@ -256,7 +271,15 @@ class DataCollatorForPreTraining:
                 "DataCollatorForPreTraining takes examples with input_ids, token_type_ids and "
                 "next_sentence_label, as make_next_sentence_pairs builds them"
             )
-        labels = torch.tensor([int(e["next_sentence_label"]) for e in examples])
+        raw = [e.get("next_sentence_label") for e in examples]
+        bad = [(i, v) for i, v in enumerate(raw) if v not in (IS_NEXT, NOT_NEXT) or v is True]
+        if bad:
+            i, v = bad[0]
+            raise ValueError(
+                f"examples[{i}]['next_sentence_label'] must be {IS_NEXT} (B follows A) or "
+                f"{NOT_NEXT} (B is random), got {v!r}"
+            )
+        labels = torch.tensor([int(v) for v in raw])  # type: ignore[arg-type]
         features = [{k: v for k, v in e.items() if k != "next_sentence_label"} for e in examples]
         batch = dict(self.mlm(features))
         batch["next_sentence_label"] = labels

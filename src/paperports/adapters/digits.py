@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import os
 import pickle
+import warnings
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from paperports._checks import check_choice, check_float, check_int
 from paperports._imports import require
 
 __all__ = ["DigitsCNN", "accuracy", "cache_dir", "digits_classifier", "load_digits_tensors"]
@@ -45,10 +47,12 @@ def load_digits_tensors(
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
-    if size < 8:
-        raise ValueError(f"size must be >= 8 (the digits are 8x8), got {size}")
-    if split not in ("train", "test", "all"):
-        raise ValueError(f"split must be 'train', 'test' or 'all', got {split!r}")
+    who = "load_digits_tensors"
+    size = check_int("size", size, minimum=8, who=who)
+    check_choice("split", split, ("train", "test", "all"), who=who)
+    check_float("test_fraction", test_fraction, minimum=0.0, maximum=1.0, open_low=True,
+                open_high=True, who=who)  # fmt: skip
+    seed = check_int("seed", seed, who=who)
     data = load_digits()
     x = torch.tensor(data.images, dtype=torch.float32).unsqueeze(1) / 16.0
     y = torch.tensor(data.target, dtype=torch.long)
@@ -76,8 +80,9 @@ class DigitsCNN(nn.Module):
 
     def __init__(self, size: int = 28) -> None:
         super().__init__()
+        size = check_int("size", size, minimum=4, who="DigitsCNN")
         if size % 4:
-            raise ValueError(f"size must be divisible by 4, got {size}")
+            raise ValueError(f"DigitsCNN: size must be divisible by 4, got {size}")
         self.size = size
         self.features = nn.Sequential(
             nn.Conv2d(1, 16, 3, padding=1),
@@ -131,14 +136,23 @@ def digits_classifier(
         epochs: Training epochs.
         cache: Read and write the cache.
     """
+    who = "digits_classifier"
+    size = check_int("size", size, minimum=8, who=who)
+    seed = check_int("seed", seed, who=who)
+    epochs = check_int("epochs", epochs, minimum=1, who=who)
     path = cache_dir() / f"digits_cnn_{_RECIPE}_size{size}_seed{seed}_ep{epochs}.pt"
     if cache and path.exists():
         model = DigitsCNN(size)
         try:
-            model.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            return model.eval()
-        except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError):
-            pass  # a corrupt or stale cache: train again and overwrite it
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            model.load_state_dict(state)
+            if all(torch.isfinite(v).all() for v in model.state_dict().values()):
+                return model.eval()
+            problem = "it holds NaN or infinite weights"
+        except (RuntimeError, OSError, EOFError, ValueError, pickle.UnpicklingError) as err:
+            problem = f"it could not be read ({type(err).__name__})"
+        # a corrupt or stale cache: train again and overwrite it, saying so
+        warnings.warn(f"{path}: {problem}; training again", RuntimeWarning, stacklevel=2)
     model = _train(size, seed, epochs)
     if cache:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from paperports._checks import check_bool, check_float
 from paperports._imports import require
 
 require("sb3", "gymnasium", feature="paperports.adapters.observational_dropout")
@@ -68,11 +69,14 @@ class ObservationalDropoutWrapper(
         gym.utils.RecordConstructorArgs.__init__(
             self, peek_prob=peek_prob, expose_true_obs=expose_true_obs
         )
+        who = "ObservationalDropoutWrapper"
+        if not isinstance(env, gym.Env):
+            raise TypeError(f"{who}: env must be a gymnasium.Env, got {type(env).__name__}")
         gym.Wrapper.__init__(self, env)
-        if not 0.0 < float(peek_prob) <= 1.0:
-            raise ValueError(f"peek_prob must lie in (0, 1], got {peek_prob}")
-        self.peek_prob = float(peek_prob)
-        self.expose_true_obs = bool(expose_true_obs)
+        self.peek_prob = check_float(
+            "peek_prob", peek_prob, minimum=0.0, maximum=1.0, open_low=True, who=who
+        )
+        self.expose_true_obs = check_bool("expose_true_obs", expose_true_obs, who=who)
         space = env.observation_space
         self._flatten_dict = isinstance(space, spaces.Dict)
         if self._flatten_dict:

@@ -11,6 +11,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+from paperports._checks import check_file, check_int
+
 __all__ = ["read_documents", "split_sentences", "stdlib_documents"]
 
 # A sentence ends at . ! or ? followed by white space and an upper-case letter, a quote or a
@@ -45,6 +47,8 @@ def stdlib_documents(min_sentences: int = 2) -> list[list[str]]:
     """
     from pydoc_data.topics import topics
 
+    check_int("min_sentences", min_sentences, minimum=1, who="stdlib_documents")
+
     documents = []
     for name in sorted(topics):
         sentences = [s for p in _paragraphs(topics[name]) for s in split_sentences(p)]
@@ -61,11 +65,23 @@ def read_documents(path: str | Path, min_sentences: int = 2) -> list[list[str]]:
     ``min_sentences`` sentences are left out.
 
     Raises:
-        ValueError: the file holds no document with ``min_sentences`` sentences.
+        FileNotFoundError: no file at ``path``.
+        ValueError: the file is empty, not UTF-8, or holds no document with
+            ``min_sentences`` sentences.
     """
+    min_sentences = check_int("min_sentences", min_sentences, minimum=1, who="read_documents")
+    file = check_file("path", path, who="read_documents")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as err:
+        number = file.read_bytes()[: err.start].count(b"\n") + 1
+        raise ValueError(
+            f"{file}: not UTF-8 text (byte {err.start}, line {number}: {err.reason}); save the "
+            "corpus as UTF-8"
+        ) from None
     documents: list[list[str]] = []
     current: list[str] = []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
+    for line in text.splitlines():
         line = line.strip()
         if line:
             current.append(line)

@@ -72,3 +72,29 @@ def test_hardness_rejects_bad_input(
 def test_hardness_rejects_a_bad_grid() -> None:
     with pytest.raises(ValueError, match="increasing"):
         hardness_matrix([0.1], [0], [1], num_classes=2, max_perturbations=[0.1, 0.05])
+
+
+@pytest.mark.parametrize("targets", [[-1, 0, 1, 2, 3, 0], [0, 1, 2, 4, 0, 1]])
+def test_a_target_outside_the_classes_is_refused(tiny: TinyNet, targets: list[int]) -> None:
+    """-1 silently meant the last class."""
+    x = torch.rand(6, 6, dtype=torch.float64)
+    t = torch.tensor(targets)
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 4\)"):
+        adversarial_distance(fmodel(tiny), x, t)
+    with pytest.raises(ValueError, match=r"targets must lie in \[0, 4\)"):
+        saliency_map(fmodel(tiny), x, t)
+
+
+@pytest.mark.parametrize(
+    ("l0", "match"),
+    [([float("nan")], "l0_fraction must hold"), ([-0.1], "l0_fraction"), ([1.5], "l0_fraction")],
+)
+def test_hardness_refuses_fractions_outside_0_1(l0: list[float], match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        hardness_matrix(l0, [0], [1], num_classes=3)
+
+
+def test_hardness_refuses_a_fractional_label() -> None:
+    """A label of 1.5 matched no class and was dropped from the matrix."""
+    with pytest.raises(ValueError, match="whole class numbers"):
+        hardness_matrix([0.1, 0.2], [0, 1.5], [1, 0], num_classes=3)

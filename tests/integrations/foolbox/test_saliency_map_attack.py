@@ -223,3 +223,25 @@ class _Scale(nn.Module):
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
         return z * self.c
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")])
+def test_nan_or_infinite_inputs_are_refused_with_a_message(digits8, bad: float) -> None:  # type: ignore[no-untyped-def]
+    """NaN passed our bounds check and failed at foolbox's bare assert, with no message."""
+    model, x, y = digits8
+    x = x.clone()
+    x[1, 0, 2, 2] = bad
+    with pytest.raises(ValueError, match="inputs hold NaN or infinite values"):
+        SaliencyMapAttack()(fmodel(model), x, Targeted(other_targets(y)), epsilons=None)
+
+
+def test_inputs_of_another_dtype_than_the_model_are_refused(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8  # a float64 model
+    with pytest.raises(TypeError, match=r"could not run on the inputs \(.*dtype torch.float32\)"):
+        SaliencyMapAttack()(fmodel(model), x.float(), Targeted(other_targets(y)), epsilons=None)
+
+
+def test_an_empty_batch_gives_empty_results(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    raw, _, success = SaliencyMapAttack()(fmodel(model), x[:0], Targeted(y[:0]), epsilons=None)
+    assert raw.shape == x[:0].shape and success.shape == (0,)

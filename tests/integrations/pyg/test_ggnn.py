@@ -135,3 +135,44 @@ def test_a_sparse_adjacency_gives_what_the_edge_index_gives() -> None:
         model(T.ToSparseTensor(layout=torch.sparse_csr)(weighted))
     with pytest.raises(ValueError, match="needs node annotations"):
         model(Data(x=torch.rand(3, 2)))
+
+
+@pytest.mark.parametrize("target", [[1, 3], [1, 2], [-1, 0]])
+def test_a_node_target_outside_its_graph_is_refused(target: list[int]) -> None:
+    """Such a target once read a node of another graph in the batch, silently: the second
+    graph of this batch has 2 nodes, so 2 and 3 are beyond it, and -1 is before it."""
+    batch = Batch.from_data_list([chain(4, 0, 3), chain(2, 0, 1)])
+    batch.y = torch.tensor(target)
+    for model in (
+        GGNN(1, 4, 2, task="node_selection"),
+        GGSNN(1, 4, 2, task="node_selection"),
+    ):
+        with pytest.raises(ValueError, match="target must"):
+            if isinstance(model, GGNN):
+                model.loss(model(batch), batch)
+            else:
+                outputs, _ = model(batch, num_steps=1)
+                model.loss(outputs, batch.y.view(2, 1), batch)
+
+
+def test_class_targets_outside_out_channels_are_refused() -> None:
+    batch = Batch.from_data_list([chain(4, 0, 3), chain(2, 0, 1)])
+    batch.y = torch.tensor([0, 5])
+    model = GGNN(1, 4, 2, task="graph", out_channels=3)
+    with pytest.raises(ValueError, match=r"data.y must lie in \[0, 3\)"):
+        model.loss(model(batch), batch)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"hidden_channels": 0}, ValueError, "hidden_channels must be an integer >= 1"),
+        ({"num_layers": 1.5}, TypeError, "num_layers must be an integer"),
+        ({"task": "edge"}, ValueError, "task must be one of"),
+        ({"out_channels": 0}, ValueError, "out_channels must be an integer >= 1"),
+    ],
+)
+def test_bad_settings_are_refused(kwargs: dict, error: type, match: str) -> None:
+    settings = {"annotation_channels": 1, "hidden_channels": 4, "num_layers": 2} | kwargs
+    with pytest.raises(error, match=match):
+        GGNN(**settings)

@@ -37,7 +37,8 @@ def test_cma_searches_the_acting_parameters_and_keeps_the_best(tmp_path: Path) -
     result = train_with_cma(
         policy, make_env, generations=3, population=6, sigma=0.3, max_steps=100, seed=0
     )
-    assert result.evaluations == 18 and len(result.best_per_generation) == 3
+    # 3 generations of 6, and the starting parameters once (the return to beat)
+    assert result.evaluations == 19 and len(result.best_per_generation) == 3
     after = parameters_to_vector(acting_parameters(policy)).detach()
     assert (after - before).abs().max() > 0
     torch.testing.assert_close(policy.value_net.weight, critic)  # the critic is not searched
@@ -54,10 +55,31 @@ def test_cma_searches_the_acting_parameters_and_keeps_the_best(tmp_path: Path) -
 
 def test_bad_budgets_are_refused() -> None:
     policy = RecurrentPPO(ObservationalDropoutPolicy, make_env(), seed=0).policy
+    before = parameters_to_vector(acting_parameters(policy)).detach().clone()
     with pytest.raises(ValueError, match="generations"):
         train_with_cma(policy, make_env, generations=0)
     with pytest.raises(ValueError, match="sigma"):
         train_with_cma(policy, make_env, generations=1, sigma=0.0)
+    # max_steps = 0 once scored every candidate 0 and wrote a random one into the policy
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1"):
+        train_with_cma(policy, make_env, generations=1, max_steps=0)
+    with pytest.raises(TypeError, match="episodes must be an integer"):
+        train_with_cma(policy, make_env, generations=1, episodes=1.5)
+    torch.testing.assert_close(parameters_to_vector(acting_parameters(policy)), before)
+
+
+def test_a_search_that_finds_nothing_better_keeps_the_policy() -> None:
+    """In one step of CartPole every candidate scores 1, as the start does: no candidate is
+    better, so the trained parameters stay."""
+
+    def cartpole() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("CartPole-v1"), 0.5)
+
+    policy = RecurrentPPO(ObservationalDropoutPolicy, cartpole(), seed=0).policy
+    before = parameters_to_vector(acting_parameters(policy)).detach().clone()
+    result = train_with_cma(policy, cartpole, generations=2, population=4, max_steps=1)
+    assert result.best_return == 1.0 and result.best_per_generation == [1.0, 1.0]
+    torch.testing.assert_close(parameters_to_vector(acting_parameters(policy)), before)
 
 
 @pytest.mark.parametrize(

@@ -157,6 +157,15 @@ def test_bad_use_is_refused() -> None:
         small_ppo(swingup(), lstm_hidden_size=64)
 
 
+@pytest.mark.parametrize("coef", [float("nan"), float("inf"), -1.0])
+def test_a_prediction_loss_coefficient_that_is_not_a_finite_weight_is_refused(
+    coef: float,
+) -> None:
+    """NaN passed the `< 0` check and filled the parameters with NaN after learn(32)."""
+    with pytest.raises(ValueError, match="prediction_loss_coef must be a finite number >= 0"):
+        small_ppo(swingup(), prediction_loss_coef=coef)
+
+
 def _rollout_batch(
     policy: ObservationalDropoutPolicy, n_seq: int, length: int, p: float = 0.5
 ) -> tuple[torch.Tensor, torch.Tensor]:

@@ -48,5 +48,5 @@ def test_cartpole_model_can_start_as_the_constant_velocity_model() -> None:
     torch.testing.assert_close(out[:, 0], obs[:, 0] + 0.01 * obs[:, 1])
     torch.testing.assert_close(out[:, [1, 4]], obs[:, [1, 4]])  # no acceleration
     assert CartPoleWorldModel().accelerations[-1].weight.abs().max() > 0  # default: random
-    with pytest.raises(ValueError, match="acceleration_scale must be > 0"):
+    with pytest.raises(ValueError, match="acceleration_scale must be a finite number > 0"):
         CartPoleWorldModel(acceleration_scale=0.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import pytest
@@ -25,8 +26,8 @@ def test_shapes_match_nn_lstm(batch_first: bool, num_layers: int, bidirectional:
     # with an explicit initial state, and unbatched input
     (o1, (h1, _)), (o2, (h2, _)) = ours(x, (h2, c2)), ref(x, (h2, c2))
     assert o1.shape == o2.shape and h1.shape == h2.shape
-    u = torch.randn(6, 5)
-    (o1, (h1, c1)), (o2, (h2, c2)) = ours(u), ref(u)
+    u = torch.randn(6, 5)  # one sequence: no batch statistics, so in evaluation
+    (o1, (h1, c1)), (o2, (h2, c2)) = ours.eval()(u), ref(u)
     assert o1.shape == o2.shape and h1.shape == h2.shape and c1.shape == c2.shape
 
 
@@ -77,9 +78,10 @@ def test_packed_and_padded_with_lengths_agree_and_padding_is_ignored() -> None:
     x_noisy = x.clone()
     for b, n in enumerate(lengths.tolist()):
         x_noisy[n:, b] = 1e3  # padding values must not leak anywhere
+    twin = copy.deepcopy(lstm)  # training updates the statistics: both calls start alike
     out_pad, (h_pad, c_pad) = lstm(x_noisy, lengths=lengths)
     packed = pack_padded_sequence(x, lengths, enforce_sorted=False)
-    out_packed, (h_pk, c_pk) = lstm(packed)
+    out_packed, (h_pk, c_pk) = twin(packed)
     out_unpacked, _ = pad_packed_sequence(out_packed)
     torch.testing.assert_close(out_unpacked, out_pad)
     torch.testing.assert_close(h_pk, h_pad)
@@ -109,10 +111,9 @@ def test_eval_runs_past_t_max_with_the_last_statistics() -> None:
     assert torch.isfinite(out).all()
 
 
-@pytest.mark.parametrize("x", [torch.randn(5, 1, 3), torch.ones(5, 6, 3)])
-def test_zero_variance_batches_give_no_nan(x: torch.Tensor) -> None:
+def test_zero_variance_batches_give_no_nan() -> None:
     lstm = BNLSTM(3, 4)
-    out, (h, c) = lstm(x)
+    out, (h, c) = lstm(torch.ones(5, 6, 3))
     out.sum().backward()
     assert torch.isfinite(out).all() and torch.isfinite(h).all() and torch.isfinite(c).all()
     assert all(torch.isfinite(p.grad).all() for p in lstm.parameters() if p.grad is not None)
@@ -185,3 +186,29 @@ def test_fast_sequence_equals_the_step_by_step_cell(training: bool, masked: bool
     torch.testing.assert_close(c, cs)
     for (name, a), b in zip(fast.state_dict().items(), slow.state_dict().values(), strict=True):
         torch.testing.assert_close(a, b, msg=name)
+
+
+def test_fractional_lengths_are_refused() -> None:
+    """lengths = 2.5 once acted as 3."""
+    lstm = BNLSTM(3, 4)
+    x = torch.randn(5, 2, 3)
+    with pytest.raises(ValueError, match="lengths must hold whole numbers"):
+        lstm(x, lengths=torch.tensor([2.5, 5.0]))
+    out, _ = lstm(x, lengths=torch.tensor([2.0, 5.0]))  # whole floats are whole numbers
+    assert torch.all(out[2:, 0] == 0)
+
+
+def test_a_negative_step_of_the_cell_is_refused() -> None:
+    cell = BNLSTMCell(3, 4)
+    with pytest.raises(ValueError, match="t must be an integer >= 0"):
+        cell(torch.randn(2, 3), t=-1)
+
+
+def test_empty_batches_give_empty_outputs_as_nn_lstm() -> None:
+    for batch_first in (False, True):
+        ours, ref = BNLSTM(3, 4, batch_first=batch_first), nn.LSTM(3, 4, batch_first=batch_first)
+        x = torch.randn(0, 5, 3) if batch_first else torch.randn(5, 0, 3)
+        (o1, (h1, c1)), (o2, (h2, c2)) = ours(x), ref(x)
+        assert o1.shape == o2.shape and h1.shape == h2.shape and c1.shape == c2.shape
+    with pytest.raises(ValueError, match="no time steps"):
+        BNLSTM(3, 4)(torch.randn(0, 2, 3))

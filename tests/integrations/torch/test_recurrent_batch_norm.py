@@ -68,7 +68,7 @@ def test_statistics_ignore_finished_sequences() -> None:
     torch.testing.assert_close(bn.running_mean[1], x[1, :4].mean(0))
 
 
-@pytest.mark.parametrize("x", [torch.ones(3, 1, 4), torch.full((3, 7, 4), 2.5)])
+@pytest.mark.parametrize("x", [torch.ones(3, 2, 4), torch.full((3, 7, 4), 2.5)])
 def test_zero_variance_gives_no_nan(x: torch.Tensor) -> None:
     bn = RecurrentBatchNorm(4, t_max=5)
     assert torch.isfinite(bn(x)).all()
@@ -92,3 +92,48 @@ def test_momentum_none_keeps_a_cumulative_average() -> None:
     torch.testing.assert_close(bn.running_mean[:2], (a.mean(1) + b.mean(1)) / 2)
     torch.testing.assert_close(bn.running_var[:2], (a.var(1) + b.var(1)) / 2)
     assert bn.batches_tracked[:2].tolist() == [2, 2] and bn.batches_tracked[2:].sum() == 0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"eps": -1e-5}, "eps must be a finite number > 0"),
+        ({"eps": 0.0}, "eps must be a finite number > 0"),
+        ({"momentum": -0.1}, r"momentum must be a finite number in \[0.0, 1.0\]"),
+        ({"momentum": 1.5}, r"momentum must be a finite number in \[0.0, 1.0\]"),
+        ({"t_max": 2.5}, "t_max must be an integer"),
+        ({"gamma_init": float("nan")}, "gamma_init must be a finite number"),
+    ],
+)
+def test_bad_settings_are_refused_where_they_once_gave_nan(kwargs: dict, match: str) -> None:
+    """Negative eps made every output NaN; momentum > 1 drove running_var negative."""
+    settings = {"t_max": 4} | kwargs
+    with pytest.raises((ValueError, TypeError), match=match):
+        RecurrentBatchNorm(3, **settings)
+
+
+def test_a_negative_step_is_refused() -> None:
+    """start < 0 once evaluated with the last step's statistics and trained nothing."""
+    bn = RecurrentBatchNorm(3, t_max=4)
+    with pytest.raises(ValueError, match="start must be an integer >= 0"):
+        bn(torch.randn(2, 4, 3), start=-1)
+    with pytest.raises(ValueError, match="start must be an integer >= 0"):
+        bn.eval()(torch.randn(2, 4, 3), start=-2)
+
+
+def test_a_step_with_one_running_sequence_uses_the_running_statistics() -> None:
+    """With a mask, a step where one sequence runs is normalised as in evaluation, and its
+    statistics are left alone (one value is no variance estimate)."""
+    bn = RecurrentBatchNorm(3, t_max=4, momentum=1.0)
+    bn(_steps_with_different_scales(t=2, b=8))
+    before = bn.running_mean.clone(), bn.running_var.clone()
+    x = torch.randn(2, 8, 3)
+    mask = torch.ones(2, 8, dtype=torch.bool)
+    mask[1, 1:] = False  # step 1: one sequence
+    y = bn(x, mask=mask)
+    expected = (x[1, 0] - before[0][1]) / torch.sqrt(before[1][1] + bn.eps) * bn.weight
+    torch.testing.assert_close(y[1, 0], expected)
+    assert torch.equal(bn.running_mean[1], before[0][1])
+    x2 = x.clone()
+    x2[1, 0] += 1.0  # the output still depends on the input
+    assert not torch.allclose(bn(x2, mask=mask)[1, 0], y[1, 0])

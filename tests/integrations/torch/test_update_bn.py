@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import pytest
 import torch
 
 from paperports.integrations.torch import BNLSTM, RecurrentBatchNorm, update_bn
@@ -38,3 +39,87 @@ def test_update_bn_accepts_tuples_dicts_and_a_custom_forward() -> None:
     calls = []
     update_bn([x], lstm, forward=lambda m, b: calls.append(m(b)))
     assert len(calls) == 1
+
+
+def _statistics(lstm: BNLSTM) -> dict[str, torch.Tensor]:
+    return {k: v.clone() for k, v in lstm.named_buffers()}
+
+
+def _trained() -> BNLSTM:
+    torch.manual_seed(0)
+    lstm = BNLSTM(3, 8)
+    for shift in range(3):
+        lstm(torch.randn(6, 16, 3) + shift)
+    return lstm
+
+
+def _assert_unchanged(lstm: BNLSTM, before: dict[str, torch.Tensor]) -> None:
+    after = _statistics(lstm)
+    assert all(torch.equal(after[k], v) for k, v in before.items())
+
+
+def test_an_empty_loader_is_refused_and_the_trained_statistics_are_kept() -> None:
+    lstm = _trained()
+    before = _statistics(lstm)
+    with pytest.raises(ValueError, match="no batch"):
+        update_bn([], lstm)
+    _assert_unchanged(lstm, before)
+    assert all(m.momentum == 0.1 for m in lstm.modules() if isinstance(m, RecurrentBatchNorm))
+
+
+def test_an_error_in_the_middle_restores_the_trained_statistics() -> None:
+    lstm = _trained()
+    before = _statistics(lstm)
+
+    def batches():  # type: ignore[no-untyped-def]
+        yield torch.randn(6, 16, 3)
+        raise RuntimeError("the loader broke")
+
+    with pytest.raises(RuntimeError, match="the loader broke") as info:
+        update_bn(batches(), lstm)
+    assert any("restored" in note for note in getattr(info.value, "__notes__", ["restored"]))
+    _assert_unchanged(lstm, before)
+
+
+def test_batches_of_one_sequence_are_refused_saying_what_is_needed() -> None:
+    lstm = _trained()
+    before = _statistics(lstm)
+    with pytest.raises(ValueError, match="at least two sequences"):
+        update_bn([torch.randn(6, 1, 3)] * 3, lstm)
+    _assert_unchanged(lstm, before)
+
+
+def test_a_nan_batch_in_training_keeps_the_statistics_finite_and_update_bn_repairs() -> None:
+    """nn.BatchNorm propagates NaN into its running statistics; ours keep them, warn, and
+    the NaN shows in the output (and so in the loss)."""
+    lstm = _trained()
+    before = _statistics(lstm)
+    bad = torch.randn(6, 16, 3)
+    bad[2, 5, 1] = float("nan")
+    with pytest.warns(RuntimeWarning, match="not finite"):
+        out, _ = lstm(bad)
+    assert torch.isnan(out).any()
+    after = _statistics(lstm)
+    assert all(torch.isfinite(v).all() for v in after.values())
+    # the input's norm skips the NaN step only; the recurrent norm, fed the NaN state,
+    # skips every step after it; clean steps update as usual
+    changed = {
+        name: [not torch.equal(after[name][t], before[name][t]) for t in range(6)]
+        for name in ("cells.0.bn_ih.running_mean", "cells.0.bn_hh.running_mean")
+    }
+    assert changed["cells.0.bn_ih.running_mean"] == [True, True, False, True, True, True]
+    # (at step 0 the state is zero, so its mean stays 0)
+    assert changed["cells.0.bn_hh.running_mean"] == [False, True, True, False, False, False]
+    lstm.eval()
+    assert torch.isfinite(lstm(torch.randn(6, 4, 3))[0]).all()
+    # in update_bn the bad batch's non-finite steps do not count: the statistics stay finite
+    clean = torch.randn(6, 64, 3)
+    with pytest.warns(RuntimeWarning):
+        update_bn([clean, bad], lstm)
+    assert all(torch.isfinite(v).all() for v in _statistics(lstm).values())
+    # and over clean data update_bn gives what a model that never saw the NaN gets
+    update_bn([clean], lstm)
+    reference = _trained()
+    update_bn([clean], reference)
+    for (name, a), b in zip(lstm.named_buffers(), reference.buffers(), strict=True):
+        torch.testing.assert_close(a, b, msg=name)

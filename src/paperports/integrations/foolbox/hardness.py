@@ -34,6 +34,7 @@ import eagerpy as ep
 import numpy as np
 from foolbox.models import Model
 
+from paperports._checks import check_int
 from paperports.integrations.foolbox.saliency import Outputs, class_scores, saliency_map
 
 __all__ = ["adversarial_distance", "adversarial_distance_matrix", "hardness_matrix"]
@@ -116,12 +117,20 @@ def hardness_matrix(
         A ``(K, K)`` array, rows the source class, columns the target; NaN on the diagonal
         and where no sample was attacked.
     """
+    num_classes = check_int("num_classes", num_classes, minimum=2, who="hardness_matrix")
     d, s, t = _numpy(l0_fraction), _numpy(source), _numpy(target)
     grid = np.asarray(max_perturbations, dtype=float)
     if not (d.shape == s.shape == t.shape) or d.ndim != 1:
         raise ValueError(
             "l0_fraction, source and target must be 1-D of the same length; got shapes "
             f"{d.shape}, {s.shape}, {t.shape}"
+        )
+    if d.dtype.kind not in "fiu" or not np.all(np.isfinite(d)) or np.any((d < 0) | (d > 1)):
+        raise ValueError(
+            "l0_fraction must hold the fraction of features each sample changed, finite "
+            f"numbers in [0, 1]; got values in [{np.nanmin(d) if d.size else 0}, "
+            f"{np.nanmax(d) if d.size else 0}]"
+            + (" and NaN" if d.dtype.kind == "f" and np.isnan(d).any() else "")
         )
     _check_labels(s, len(s), num_classes, "source")
     _check_labels(t, len(t), num_classes, "target")
@@ -131,7 +140,14 @@ def hardness_matrix(
             f"target equals the true class for sample {i} (class {s[i]}): a targeted attack "
             "needs a target other than the sample's own class"
         )
-    if grid.ndim != 1 or len(grid) < 2 or np.any(np.diff(grid) <= 0) or grid[0] <= 0:
+    if (
+        grid.ndim != 1
+        or len(grid) < 2
+        or not np.all(np.isfinite(grid))
+        or np.any(np.diff(grid) <= 0)
+        or grid[0] <= 0
+        or grid[-1] > 1
+    ):
         raise ValueError(
             f"max_perturbations must be at least two increasing values in (0, 1], got {grid}"
         )
@@ -158,5 +174,9 @@ def _numpy(x: Any) -> np.ndarray:
 def _check_labels(y: np.ndarray, n: int, k: int, what: str) -> None:
     if y.shape != (n,):
         raise ValueError(f"{what} must have shape ({n},), got {y.shape}")
+    if y.dtype.kind not in "iuf":
+        raise TypeError(f"{what} must hold integer classes, got dtype {y.dtype}")
+    if y.dtype.kind == "f" and not np.all(np.isfinite(y) & (y == np.round(y))):
+        raise ValueError(f"{what} must hold whole class numbers, got {y[y != np.round(y)][:5]}")
     if n and (y.min() < 0 or y.max() >= k):
         raise ValueError(f"{what} must lie in [0, {k}), got values in [{y.min()}, {y.max()}]")

@@ -41,10 +41,14 @@ from typing import Any, Literal
 import eagerpy as ep
 from foolbox.models import Model
 
+from paperports._checks import DtypeError
+
 __all__ = [
     "Outputs",
     "best_features",
     "best_pairs",
+    "check_classes",
+    "check_inputs",
     "forward_derivative",
     "saliency_map",
     "target_gradients",
@@ -62,13 +66,55 @@ def _check_outputs(outputs: str) -> None:
         raise ValueError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
 
 
+def check_inputs(x: ep.Tensor, model: Model) -> None:
+    """Inputs that an attack can work on: a batch of floating-point values, none NaN or
+    infinite."""
+    if x.ndim < 1:
+        raise ValueError(f"inputs must be a batch (N, ...), got a scalar of shape {x.shape}")
+    if not _is_floating(x):
+        raise DtypeError(f"inputs must be floating-point, got dtype {x.dtype}")
+    if x.shape[0] and bool(ep.logical_or(ep.isnan(x), ep.isinf(x)).any().item()):
+        raise ValueError("inputs hold NaN or infinite values; an attack needs real inputs")
+
+
+def _is_floating(x: ep.Tensor) -> bool:
+    return "float" in str(x.dtype) or "bfloat" in str(x.dtype)
+
+
+def check_classes(name: str, classes: ep.Tensor, n_inputs: int, num_classes: int) -> None:
+    """Integer classes, one per input, in ``[0, num_classes)`` (a class of -1 would index
+    the last class, silently)."""
+    if classes.shape != (n_inputs,):
+        raise ValueError(f"{name} must have shape ({n_inputs},), got {tuple(classes.shape)}")
+    if _is_floating(classes) or "bool" in str(classes.dtype):
+        raise DtypeError(f"{name} must hold integer classes, got dtype {classes.dtype}")
+    if n_inputs == 0:
+        return
+    lo, hi = classes.min().item(), classes.max().item()
+    if lo < 0 or hi >= num_classes:
+        raise ValueError(
+            f"{name} must lie in [0, {num_classes}) for a model with {num_classes} classes; "
+            f"got values in [{lo}, {hi}]"
+        )
+
+
 def _scores(z: ep.Tensor, outputs: Outputs) -> ep.Tensor:
     return z if outputs == "logits" else ep.softmax(z, axis=-1)
 
 
 def class_scores(model: Model, x: ep.Tensor) -> ep.Tensor:
-    """The model's outputs on ``x``, checked to be a batch of class scores ``(N, K)``."""
-    z = model(x)
+    """The model's outputs on ``x``, checked to be a batch of class scores ``(N, K)``.
+
+    This is the attack's first call of the model: an error there (inputs of another dtype
+    or shape than the model takes) is re-raised naming the inputs."""
+    try:
+        z = model(x)
+    except (RuntimeError, TypeError, ValueError) as err:
+        error = DtypeError if "type" in str(err).lower() else ValueError
+        raise error(
+            f"the model could not run on the inputs (shape {tuple(x.shape)}, dtype {x.dtype}): "
+            f"{err}"
+        ) from err
     if z.ndim != 2 or z.shape[0] != x.shape[0] or z.shape[1] < 2:
         raise ValueError(
             "the model must return a batch of class scores of shape (batch, num_classes) with "
@@ -96,6 +142,8 @@ def target_gradients(
     """
     _check_outputs(outputs)
     (x, t), restore_type = ep.astensors_(inputs, targets)
+    check_inputs(x, model)
+    check_classes("targets", t, len(x), class_scores(model, x[:1]).shape[-1])
     z, _, a, b = outputs_and_gradients(model, x, lambda z: t, outputs)
     if outputs == "probabilities":  # undo the per-row 1 / p_t of the log-probability
         p_t = (ep.softmax(z, axis=-1) * ep.onehot_like(z, t)).sum(axis=-1)
@@ -156,6 +204,7 @@ def forward_derivative(model: Model, inputs: Any, *, outputs: Outputs = "logits"
     """
     _check_outputs(outputs)
     x, restore_type = ep.astensor_(inputs)
+    check_inputs(x, model)
     n = len(x)
     k = class_scores(model, x[:1]).shape[-1]
     tiled = ep.concatenate([x] * k)

@@ -3,7 +3,7 @@ r"""JSMA, the Jacobian-based saliency map attack, as a foolbox 3 minimisation at
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import eagerpy as ep
@@ -12,12 +12,15 @@ from foolbox.criteria import Misclassification, TargetedMisclassification
 from foolbox.distances import l0
 from foolbox.models import Model
 
+from paperports._checks import check_bool, check_float, check_int
 from paperports.integrations.foolbox.saliency import (
     DEFAULT_CHUNK_SIZE,
     Outputs,
     _check_outputs,
     best_features,
     best_pairs,
+    check_classes,
+    check_inputs,
     class_scores,
     outputs_and_gradients,
     set_rows,
@@ -103,14 +106,17 @@ class SaliencyMapAttack(MinimizationAttack):
         outputs: Outputs = "probabilities",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
     ) -> None:
-        if not (-1.0 <= theta <= 1.0) or theta == 0:
-            raise ValueError(f"theta must be in [-1, 0) or (0, 1], got {theta}")
-        if not (0.0 < max_perturbation <= 1.0):
-            raise ValueError(f"max_perturbation must be in (0, 1], got {max_perturbation}")
-        if steps is not None and steps < 1:
-            raise ValueError(f"steps must be None or >= 1, got {steps}")
-        if chunk_size < 1:
-            raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+        who = "SaliencyMapAttack"
+        theta = check_float("theta", theta, minimum=-1.0, maximum=1.0, who=who)
+        if theta == 0:
+            raise ValueError(f"{who}: theta must be in [-1, 0) or (0, 1], got {theta}")
+        max_perturbation = check_float(
+            "max_perturbation", max_perturbation, minimum=0.0, maximum=1.0, open_low=True, who=who
+        )
+        pairwise = check_bool("pairwise", pairwise, who=who)
+        if steps is not None:
+            steps = check_int("steps", steps, minimum=1, who=who)
+        chunk_size = check_int("chunk_size", chunk_size, minimum=1, who=who)
         _check_outputs(outputs)
         self.theta = theta
         self.max_perturbation = max_perturbation
@@ -123,7 +129,15 @@ class SaliencyMapAttack(MinimizationAttack):
         self, model: Model, inputs: T, criterion: Any, *, epsilons: Any, **kwargs: Any
     ) -> Any:
         # foolbox's __call__ checks the bounds with a bare `assert`; check first, with a message.
-        _verify_bounds(ep.astensor(inputs), model)
+        x, restore_type = ep.astensor_(inputs)
+        _verify_bounds(x, model)
+        if x.shape[0] == 0:  # an empty batch: empty results, in foolbox's layout
+            iterable = isinstance(epsilons, Iterable)
+            k = len(epsilons) if iterable else 1
+            success = restore_type(ep.zeros(x, (k, 0) if iterable else (0,)).bool())
+            if iterable:
+                return [inputs] * k, [inputs] * k, success
+            return inputs, inputs, success
         return super().__call__(model, inputs, criterion, epsilons=epsilons, **kwargs)
 
     def max_steps(self, num_features: int) -> int:
@@ -232,6 +246,9 @@ JSMA = SaliencyMapAttack
 
 
 def _verify_bounds(x: ep.Tensor, model: Model) -> None:
+    check_inputs(x, model)
+    if x.shape[0] == 0:
+        return
     lo, hi = model.bounds
     x_min, x_max = x.min().item(), x.max().item()
     if x_min < lo or x_max > hi:
@@ -255,16 +272,7 @@ def _criterion_classes(
             f"unsupported criterion {criterion!r}: SaliencyMapAttack takes "
             "foolbox.criteria.TargetedMisclassification or Misclassification"
         )
-    if classes.shape != (n_inputs,):
-        raise ValueError(
-            f"the criterion's {what} must have shape ({n_inputs},), got {tuple(classes.shape)}"
-        )
-    lo, hi = classes.min().item(), classes.max().item()
-    if lo < 0 or hi >= num_classes:
-        raise ValueError(
-            f"the criterion's {what} must lie in [0, {num_classes}) for a model with "
-            f"{num_classes} classes; got values in [{lo}, {hi}]"
-        )
+    check_classes(f"the criterion's {what}", classes, n_inputs, num_classes)
     return mode, classes
 
 

@@ -10,6 +10,13 @@ from torch_geometric.nn.conv import MessagePassing
 from torch_geometric.typing import Adj, OptTensor
 from torch_geometric.utils import spmm, to_edge_index
 
+from paperports._checks import (
+    check_bool,
+    check_choice,
+    check_floating_tensor,
+    check_index_tensor,
+    check_int,
+)
 from paperports.integrations.pyg.gru import PaperGRUCell
 
 # No __all__: PyG's generated `propagate` star-imports this module for its type names.
@@ -23,10 +30,38 @@ def _as_edge_index(adj: Adj, edge_weight: OptTensor) -> tuple[Tensor, OptTensor]
     as ``edge_index`` and, unless all ones, its values as edge weights."""
     if isinstance(adj, Tensor) and adj.layout == torch.strided:
         return adj, edge_weight
+    if edge_weight is not None:
+        raise ValueError(
+            "edge_weight cannot go with a sparse adjacency: the adjacency's own edge order "
+            "is not the caller's, so the weights would be paired with the wrong edges; put "
+            "the weights in the adjacency's values, or pass an edge_index"
+        )
     (target, source), values = to_edge_index(adj)
-    if edge_weight is None and not bool((values == 1).all()):
+    if not bool((values == 1).all()):
         edge_weight = values
     return torch.stack([source, target]), edge_weight
+
+
+def _typed_edge_index(adj: Adj, num_edge_types: int) -> tuple[Tensor, Tensor]:
+    """A sparse adjacency whose values are edge types (as PyG's ``RGCNConv`` reads a
+    ``SparseTensor``): ``edge_index`` and ``edge_type`` in the adjacency's own order."""
+    (target, source), values = to_edge_index(adj)
+    if values.is_floating_point():
+        if not bool((values == values.round()).all()):
+            raise ValueError(
+                "a typed layer reads the edge types from a sparse adjacency's values, which "
+                "must be whole numbers; pass an edge_index with edge_type instead"
+            )
+        values = values.round().long()
+    check_index_tensor(
+        "edge_type (the sparse adjacency's values)",
+        values,
+        low=0,
+        high=num_edge_types,
+        what="num_edge_types",
+        who="GatedGraphConv",
+    )
+    return torch.stack([source, target]), values.long()
 
 
 class GatedGraphConv(MessagePassing):
@@ -107,15 +142,15 @@ class GatedGraphConv(MessagePassing):
         propagation_bias: bool = True,
         **kwargs: Any,
     ) -> None:
-        for name, value in [
-            ("out_channels", out_channels),
-            ("num_layers", num_layers),
-            ("num_edge_types", num_edge_types),
-        ]:
-            if value < 1:
-                raise ValueError(f"GatedGraphConv: {name} must be >= 1, got {value}")
-        if gru not in ("paper", "torch"):
-            raise ValueError(f"GatedGraphConv: gru must be 'paper' or 'torch', got {gru!r}")
+        who = "GatedGraphConv"
+        out_channels = check_int("out_channels", out_channels, minimum=1, who=who)
+        num_layers = check_int("num_layers", num_layers, minimum=1, who=who)
+        num_edge_types = check_int("num_edge_types", num_edge_types, minimum=1, who=who)
+        bidirectional = check_bool("bidirectional", bidirectional, who=who)
+        share_weights = check_bool("share_weights", share_weights, who=who)
+        bias = check_bool("bias", bias, who=who)
+        propagation_bias = check_bool("propagation_bias", propagation_bias, who=who)
+        check_choice("gru", gru, ("paper", "torch"), who=who)
         super().__init__(aggr=aggr, **kwargs)
         self.out_channels = out_channels
         self.num_layers = num_layers
@@ -177,13 +212,19 @@ class GatedGraphConv(MessagePassing):
                 to ``out_channels`` as the initial state.
             edge_index: ``(2, num_edges)`` source and target indices, or a sparse adjacency
                 (``torch.sparse`` or ``SparseTensor``, transposed as in PyG: entry
-                ``[i, j]`` is the edge ``j -> i``; its values act as edge weights).
-            edge_type: ``(num_edges,)`` integer types in ``[0, num_edge_types)``; needed when
-                ``num_edge_types > 1``.
-            edge_weight: Optional ``(num_edges,)`` weights multiplying the messages.
+                ``[i, j]`` is the edge ``j -> i``). Its values are the edge weights when
+                ``num_edge_types == 1`` and the edge types otherwise (as ``RGCNConv`` reads
+                a ``SparseTensor``; parallel edges of different types cannot share an entry,
+                so keep a multigraph's ``edge_index``).
+            edge_type: ``(num_edges,)`` integer types in ``[0, num_edge_types)``, paired with
+                ``edge_index``; needed when ``num_edge_types > 1``, refused with a sparse
+                adjacency.
+            edge_weight: Optional ``(num_edges,)`` weights multiplying the messages, paired
+                with ``edge_index`` (refused with a sparse adjacency, whose values hold
+                them).
         """
         if not torch.jit.is_scripting():  # type: ignore[attr-defined]
-            edge_index, edge_weight = _as_edge_index(edge_index, edge_weight)
+            edge_index, edge_type, edge_weight = self._edges(edge_index, edge_type, edge_weight)
         assert isinstance(edge_index, Tensor)
         num_nodes = x.size(0)
         if not torch.jit.is_scripting() and not torch.compiler.is_compiling():  # type: ignore[attr-defined]
@@ -289,9 +330,39 @@ class GatedGraphConv(MessagePassing):
             )
 
     @torch.jit.unused
+    def _edges(
+        self, adj: Adj, edge_type: OptTensor, edge_weight: OptTensor
+    ) -> tuple[Tensor, OptTensor, OptTensor]:
+        """``edge_index, edge_type, edge_weight`` from an ``edge_index`` or a sparse
+        adjacency. A typed layer reads a sparse adjacency's values as the edge types, as
+        PyG's ``RGCNConv`` does; an ``edge_type`` given beside it is refused, since it could
+        only be paired with the adjacency's own (sorted) edge order, not the caller's."""
+        if isinstance(adj, Tensor) and adj.layout == torch.strided:
+            return adj, edge_type, edge_weight
+        if edge_type is not None:
+            raise ValueError(
+                "edge_type cannot go with a sparse adjacency: its edges are stored in their "
+                "own (sorted) order, so the types would be paired with the wrong edges. Put "
+                "the types in the adjacency's values (as RGCNConv reads a SparseTensor), or "
+                "pass an edge_index with its edge_type"
+            )
+        if self.num_edge_types == 1:
+            edge_index, edge_weight = _as_edge_index(adj, edge_weight)
+            return edge_index, None, edge_weight
+        if edge_weight is not None:
+            raise ValueError(
+                "a typed layer reads a sparse adjacency's values as edge types, so it takes no "
+                "edge_weight; pass an edge_index with edge_type and edge_weight instead"
+            )
+        edge_index, edge_type = _typed_edge_index(adj, self.num_edge_types)
+        return edge_index, edge_type, None
+
+    @torch.jit.unused
     def _check_inputs(
         self, x: Tensor, edge_index: Tensor, edge_type: OptTensor, edge_weight: OptTensor
     ) -> None:
+        who = "GatedGraphConv"
+        check_floating_tensor("x", x, dtype=self.weight.dtype, who=who, module="layer")
         if x.dim() != 2:
             raise ValueError(f"x must be (num_nodes, channels), got shape {tuple(x.shape)}")
         if x.size(-1) > self.out_channels:
@@ -299,18 +370,16 @@ class GatedGraphConv(MessagePassing):
                 f"x has {x.size(-1)} channels, more than out_channels ({self.out_channels}): "
                 "annotations are zero-padded up to the state size, never cut"
             )
+        if not isinstance(edge_index, Tensor):
+            raise TypeError(f"edge_index must be a Tensor, got {type(edge_index).__name__}")
         if edge_index.dim() != 2 or edge_index.size(0) != 2:
             raise ValueError(
                 f"edge_index must be (2, num_edges), got shape {tuple(edge_index.shape)}"
             )
-        if edge_index.dtype.is_floating_point or edge_index.dtype == torch.bool:
-            raise TypeError(f"edge_index must hold integer node indices, got {edge_index.dtype}")
         num_nodes, num_edges = x.size(0), edge_index.size(1)
-        if num_edges and (int(edge_index.min()) < 0 or int(edge_index.max()) >= num_nodes):
-            raise ValueError(
-                f"edge_index must lie in [0, {num_nodes}) (the number of nodes in x); got "
-                f"values in [{int(edge_index.min())}, {int(edge_index.max())}]"
-            )
+        check_index_tensor(
+            "edge_index", edge_index, low=0, high=num_nodes, what="the number of nodes in x"
+        )
         if edge_type is None:
             if self.num_edge_types > 1:
                 raise ValueError(
@@ -318,25 +387,31 @@ class GatedGraphConv(MessagePassing):
                     f"{self.num_edge_types}; pass a (num_edges,) tensor of types"
                 )
         else:
+            if not isinstance(edge_type, Tensor):
+                raise TypeError(f"edge_type must be a Tensor, got {type(edge_type).__name__}")
             if edge_type.dim() != 1 or edge_type.numel() != num_edges:
+                hint = ""
+                if edge_type.dim() == 2 and edge_type.size(0) == num_edges:
+                    hint = (
+                        " (a one-hot edge_attr of shape (num_edges, num_edge_types) gives the "
+                        "types as edge_attr.argmax(-1))"
+                    )
                 raise ValueError(
                     f"edge_type must be (num_edges,) = ({num_edges},), got shape "
-                    f"{tuple(edge_type.shape)}"
+                    f"{tuple(edge_type.shape)}{hint}"
                 )
-            if edge_type.dtype.is_floating_point or edge_type.dtype == torch.bool:
-                raise TypeError(f"edge_type must hold integer types, got {edge_type.dtype}")
-            if num_edges and (
-                int(edge_type.min()) < 0 or int(edge_type.max()) >= self.num_edge_types
-            ):
-                raise ValueError(
-                    f"edge_type must lie in [0, {self.num_edge_types}) (num_edge_types); got "
-                    f"values in [{int(edge_type.min())}, {int(edge_type.max())}]"
-                )
-        if edge_weight is not None and edge_weight.numel() != num_edges:
-            raise ValueError(
-                f"edge_weight must be (num_edges,) = ({num_edges},), got shape "
-                f"{tuple(edge_weight.shape)}"
+            check_index_tensor(
+                "edge_type", edge_type, low=0, high=self.num_edge_types, what="num_edge_types"
             )
+        if edge_weight is not None:
+            check_floating_tensor(
+                "edge_weight", edge_weight, dtype=self.weight.dtype, who=who, module="layer"
+            )
+            if edge_weight.numel() != num_edges:
+                raise ValueError(
+                    f"edge_weight must be (num_edges,) = ({num_edges},), got shape "
+                    f"{tuple(edge_weight.shape)}"
+                )
 
     def __repr__(self) -> str:
         return (

@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 
+from paperports._checks import check_bool, check_choice, check_index_tensor, check_int, values_known
 from paperports.integrations.pyg.gated_graph_conv import GatedGraphConv, _as_edge_index
 from paperports.integrations.pyg.readouts import GatedGraphReadout, NodeSelection
 
@@ -29,6 +30,8 @@ def _graph_args(
     the annotations ``x`` (often integers or booleans) cast to ``dtype``, the model's. The
     edges come from ``edge_index`` or, failing that, from a sparse ``adj_t`` (PyG's
     transposed adjacency, as ``T.ToSparseTensor`` leaves it), for graphs of one edge type."""
+    if not isinstance(data, (Data, Batch)):
+        raise TypeError(f"data must be a torch_geometric Data or Batch, got {type(data).__name__}")
     x = data.x
     edge_index = data.edge_index
     edge_type = getattr(data, "edge_type", None)
@@ -50,6 +53,8 @@ def _graph_args(
         raise ValueError(
             "the graph needs node annotations `x` and an `edge_index` (or a sparse `adj_t`)"
         )
+    if not isinstance(x, Tensor) or x.is_complex():
+        raise TypeError(f"data.x must be a real tensor of annotations, got {type(x).__name__}")
     x = x.to(dtype)
     batch = getattr(data, "batch", None)
     if batch is None:
@@ -62,12 +67,39 @@ def _graph_args(
     return x, edge_index, edge_type, batch, ptr, num_graphs
 
 
+def _check_sizes(
+    who: str, annotation_channels: int, hidden_channels: int, num_layers: int, out_channels: int
+) -> None:
+    for name, value in [
+        ("annotation_channels", annotation_channels),
+        ("hidden_channels", hidden_channels),
+        ("num_layers", num_layers),
+        ("out_channels", out_channels),
+    ]:
+        check_int(name, value, minimum=1, who=who)
+    if hidden_channels < annotation_channels:
+        raise ValueError(
+            f"{who}: hidden_channels ({hidden_channels}) must be >= annotation_channels "
+            f"({annotation_channels}): the annotations are padded into the state"
+        )
+
+
+def _class_targets(name: str, target: Tensor, num_classes: int, count: int) -> Tensor:
+    """Class targets: ``count`` integers in ``[0, num_classes)``."""
+    if not isinstance(target, Tensor):
+        raise TypeError(f"{name} must be a Tensor, got {type(target).__name__}")
+    if target.numel() != count:
+        raise ValueError(f"{name} must hold {count} classes, got shape {tuple(target.shape)}")
+    return check_index_tensor(
+        name, target.reshape(-1), low=0, high=num_classes, what="out_channels, the classes"
+    )
+
+
 def _output_model(
     task: str, in_channels: int, hidden_channels: int, out_channels: int
 ) -> tuple[nn.Module, nn.Module | None]:
     """The output model and, for graph outputs, the classifier on the readout."""
-    if task not in _TASKS:
-        raise ValueError(f"task must be one of {_TASKS}, got {task!r}")
+    check_choice("task", task, _TASKS)
     if task == "graph":
         readout = GatedGraphReadout(in_channels, hidden_channels)
         return readout, nn.Linear(hidden_channels, out_channels)
@@ -117,12 +149,10 @@ class GGNN(nn.Module):
         **conv_kwargs: Any,
     ) -> None:
         super().__init__()
-        if hidden_channels < annotation_channels:
-            raise ValueError(
-                f"hidden_channels ({hidden_channels}) must be >= annotation_channels "
-                f"({annotation_channels}): the annotations are padded into the state"
-            )
+        _check_sizes("GGNN", annotation_channels, hidden_channels, num_layers, out_channels)
+        check_choice("task", task, _TASKS, who="GGNN")
         self.task = task
+        self.out_channels = out_channels
         self.conv = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
         width = hidden_channels + annotation_channels
         self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
@@ -150,10 +180,14 @@ class GGNN(nn.Module):
     def loss(self, out: Tensor, data: Data | Batch) -> Tensor:
         """The task's loss against ``data.y``: cross-entropy per graph or per node; for node
         selection, the NLL of the target node (``data.y``: its index within its graph)."""
+        y = getattr(data, "y", None)
+        if y is None:
+            raise ValueError("data.y is missing: the loss needs the targets")
         if self.task == "node_selection":
             _, _, _, _, ptr, _ = _graph_args(data)
-            return NodeSelection.loss(out, data.y.view(-1), ptr)
-        return F.cross_entropy(out, data.y.view(-1))
+            return NodeSelection.loss(out, y.view(-1), ptr)
+        target = _class_targets("data.y", y, self.out_channels, out.shape[0])
+        return F.cross_entropy(out, target)
 
     def predict(self, out: Tensor, data: Data | Batch) -> Tensor:
         """The predicted class per graph / node, or the selected node of each graph."""
@@ -204,14 +238,11 @@ class GGSNN(nn.Module):
         **conv_kwargs: Any,
     ) -> None:
         super().__init__()
-        if task not in ("graph", "node_selection"):
-            raise ValueError(f"GGSNN task must be 'graph' or 'node_selection', got {task!r}")
-        if hidden_channels < annotation_channels:
-            raise ValueError(
-                f"hidden_channels ({hidden_channels}) must be >= annotation_channels "
-                f"({annotation_channels})"
-            )
+        check_choice("task", task, ("graph", "node_selection"), who="GGSNN")
+        _check_sizes("GGSNN", annotation_channels, hidden_channels, num_layers, out_channels)
+        check_bool("share_propagation", share_propagation, who="GGSNN")
         self.task = task
+        self.out_channels = out_channels
         self.annotation_channels = annotation_channels
         self.conv_o = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
         self.conv_x = (
@@ -250,14 +281,20 @@ class GGSNN(nn.Module):
             log-probabilities per node) and the ``K - 1`` predicted annotation
             probabilities :math:`\\mathcal{X}^{(2)} \\dots \\mathcal{X}^{(K)}`.
         """
-        if num_steps < 1:
-            raise ValueError(f"num_steps must be >= 1, got {num_steps}")
+        num_steps = check_int("num_steps", num_steps, minimum=1, who="GGSNN")
         if annotations is not None and len(annotations) != num_steps - 1:
             raise ValueError(
                 f"annotations must hold the {num_steps - 1} true annotations X^(2)..X^(K), "
                 f"got {len(annotations)}"
             )
         x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data, _dtype_of(self))
+        for k, given in enumerate(annotations or []):
+            if not isinstance(given, Tensor) or tuple(given.shape) != tuple(x.shape):
+                shown = tuple(given.shape) if isinstance(given, Tensor) else type(given).__name__
+                raise ValueError(
+                    f"annotations[{k}] must be (num_nodes, annotation_channels) = "
+                    f"{tuple(x.shape)}, like data.x; got {shown}"
+                )
         outputs: list[Tensor] = []
         predicted: list[Tensor] = []
         for k in range(num_steps):
@@ -297,10 +334,25 @@ class GGSNN(nn.Module):
         total = outputs[0].new_zeros(())
         for k, out in enumerate(outputs):
             if self.task == "graph":
-                total = total + F.cross_entropy(out, targets[:, k])
+                target = _class_targets(f"targets[:, {k}]", targets[:, k], self.out_channels,
+                                        num_graphs)  # fmt: skip
+                total = total + F.cross_entropy(out, target)
             else:
                 total = total + NodeSelection.loss(out, targets[:, k], ptr)
         if predicted is not None and annotations is not None:
-            for p, a in zip(predicted, annotations, strict=True):
-                total = total + F.binary_cross_entropy(p, a.to(p.dtype))
+            if len(predicted) != len(annotations):
+                raise ValueError(
+                    f"predicted and annotations must be as long: {len(predicted)} predicted "
+                    f"annotations, {len(annotations)} true ones"
+                )
+            for k, (p, a) in enumerate(zip(predicted, annotations, strict=True)):
+                a = a.to(p.dtype)
+                if a.shape != p.shape or (
+                    values_known(a) and not bool(((a >= 0) & (a <= 1)).all())
+                ):
+                    raise ValueError(
+                        f"annotations[{k}] must be {tuple(p.shape)} with values in [0, 1], "
+                        "the true annotation probabilities"
+                    )
+                total = total + F.binary_cross_entropy(p, a)
         return total

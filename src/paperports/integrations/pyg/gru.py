@@ -7,6 +7,8 @@ import math
 import torch
 from torch import Tensor, nn
 
+from paperports._checks import check_bool, check_int
+
 __all__ = ["PaperGRUCell"]
 
 
@@ -36,6 +38,9 @@ class PaperGRUCell(nn.Module):
 
     def __init__(self, input_size: int, hidden_size: int, bias: bool = True) -> None:
         super().__init__()
+        input_size = check_int("input_size", input_size, minimum=1, who="PaperGRUCell")
+        hidden_size = check_int("hidden_size", hidden_size, minimum=1, who="PaperGRUCell")
+        bias = check_bool("bias", bias, who="PaperGRUCell")
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.weight_ih = nn.Parameter(torch.empty(3 * hidden_size, input_size))

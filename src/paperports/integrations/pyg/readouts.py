@@ -8,6 +8,8 @@ from torch import Tensor, nn
 from torch_geometric.nn.aggr import Aggregation
 from torch_geometric.utils import softmax
 
+from paperports._checks import check_index_tensor, check_int, values_known
+
 # No __all__ here either: keep the module importable the way PyG's templates expect.
 
 
@@ -36,11 +38,8 @@ class GatedGraphReadout(Aggregation):
 
     def __init__(self, in_channels: int, out_channels: int) -> None:
         super().__init__()
-        if in_channels < 1 or out_channels < 1:
-            raise ValueError(
-                f"GatedGraphReadout: in_channels and out_channels must be >= 1, got "
-                f"{in_channels} and {out_channels}"
-            )
+        in_channels = check_int("in_channels", in_channels, minimum=1, who="GatedGraphReadout")
+        out_channels = check_int("out_channels", out_channels, minimum=1, who="GatedGraphReadout")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.i = nn.Linear(in_channels, out_channels)
@@ -90,6 +89,9 @@ class NodeSelection(nn.Module):
 
     def __init__(self, in_channels: int, hidden_channels: Optional[int] = None) -> None:
         super().__init__()
+        check_int("in_channels", in_channels, minimum=1, who="NodeSelection")
+        if hidden_channels is not None:
+            check_int("hidden_channels", hidden_channels, minimum=1, who="NodeSelection")
         if hidden_channels is None:
             self.g: nn.Module = nn.Linear(in_channels, 1)
         else:
@@ -115,10 +117,23 @@ class NodeSelection(nn.Module):
     def loss(log_probs: Tensor, target: Tensor, ptr: Tensor) -> Tensor:
         """Mean negative log-likelihood of ``target`` (one node per graph, as an index
         *within* its graph) under ``log_probs``; ``ptr`` are the graphs' node offsets."""
+        if not isinstance(target, Tensor):
+            raise TypeError(f"target must be a Tensor, got {type(target).__name__}")
         if target.numel() != ptr.numel() - 1:
             raise ValueError(
                 f"target must hold one node per graph ({ptr.numel() - 1}), got {target.numel()}"
             )
+        target = check_index_tensor("target", target.reshape(-1), low=0, high=None)
+        if target.numel() and values_known(target):
+            counts = ptr[1:] - ptr[:-1]
+            beyond = torch.nonzero(target >= counts).flatten()
+            if beyond.numel():
+                g = int(beyond[0])
+                raise ValueError(
+                    f"target must be a node index within its own graph: graph {g} has "
+                    f"{int(counts[g])} nodes, its target is {int(target[g])} (it would read a "
+                    "node of another graph in the batch)"
+                )
         return -log_probs[ptr[:-1] + target].mean()
 
     @staticmethod

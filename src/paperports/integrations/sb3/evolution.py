@@ -28,6 +28,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from paperports._checks import check_float, check_int
 from paperports._imports import require
 from paperports.integrations.sb3.policies import ObservationalDropoutPolicy
 
@@ -107,11 +108,19 @@ def population_returns(
     params = acting_parameters(policy)
     candidates = np.asarray(candidates)
     sizes = [p.numel() for p in params]
-    if candidates.ndim != 2 or candidates.shape[1] != sum(sizes):
+    if candidates.ndim != 2 or candidates.shape[1] != sum(sizes) or candidates.shape[0] < 1:
         raise ValueError(
-            f"candidates must be (population, {sum(sizes)}) parameter vectors, got shape "
+            f"candidates must be (population >= 1, {sum(sizes)}) parameter vectors, got shape "
             f"{candidates.shape}"
         )
+    if candidates.dtype.kind not in "fiu" or not np.all(np.isfinite(candidates)):
+        raise ValueError("candidates must hold finite numbers (a NaN weight acts as NaN)")
+    if not callable(make_env):
+        raise TypeError(f"make_env must build an environment, got {type(make_env).__name__}")
+    seeds = [check_int(f"seeds[{i}]", s, who="population_returns") for i, s in enumerate(seeds)]
+    if not seeds:
+        raise ValueError("population_returns: seeds must name at least one episode, got []")
+    max_steps = check_int("max_steps", max_steps, minimum=1, who="population_returns")
     acting = _ActingPath(policy)
     names = [name for name, _ in acting.named_parameters()]
     population, n_eps = candidates.shape[0], len(seeds)
@@ -171,21 +180,32 @@ def train_with_cma(
         max_steps: Step limit per episode.
         seed: Seed of CMA-ES and of the episodes.
 
+    The starting parameters are scored on the first generation's episodes too, and they are
+    kept unless a candidate scores higher: a search that finds nothing better never replaces
+    a trained policy with a random candidate.
+
     Raises:
         ValueError: non-positive budgets or step size.
+        TypeError: a policy other than :class:`ObservationalDropoutPolicy`, or counts that
+            are not integers.
     """
     require("sb3", "cma", feature="train_with_cma")
     import cma
 
-    for name, value in [
-        ("generations", generations),
-        ("population", population),
-        ("episodes", episodes),
-    ]:
-        if value < 1:
-            raise ValueError(f"{name} must be >= 1, got {value}")
-    if sigma <= 0:
-        raise ValueError(f"sigma must be > 0, got {sigma}")
+    who = "train_with_cma"
+    if not isinstance(policy, ObservationalDropoutPolicy):
+        raise TypeError(
+            f"{who}: policy must be an ObservationalDropoutPolicy (e.g. model.policy), got "
+            f"{type(policy).__name__}"
+        )
+    if not callable(make_env):
+        raise TypeError(f"{who}: make_env must build an environment, got {type(make_env).__name__}")
+    generations = check_int("generations", generations, minimum=1, who=who)
+    population = check_int("population", population, minimum=2, who=who)
+    episodes = check_int("episodes", episodes, minimum=1, who=who)
+    max_steps = check_int("max_steps", max_steps, minimum=1, who=who)
+    seed = check_int("seed", seed, minimum=0, who=who)
+    sigma = check_float("sigma", sigma, minimum=0.0, open_low=True, who=who)
     params = acting_parameters(policy)
     start = parameters_to_vector(params).detach().cpu().double().numpy()
     strategy = cma.CMAEvolutionStrategy(
@@ -196,10 +216,13 @@ def train_with_cma(
     for generation in range(generations):
         seeds = [seed + 1000 * generation + e for e in range(episodes)]
         candidates = strategy.ask()
-        batch = population_returns(policy, np.stack(candidates), make_env, seeds, max_steps)
-        returns = [float(r) for r in batch]
-        strategy.tell(candidates, [-r for r in returns])
-        result.evaluations += len(candidates) * episodes
+        scored = np.stack([start, *candidates]) if generation == 0 else np.stack(candidates)
+        batch = population_returns(policy, scored, make_env, seeds, max_steps)
+        if generation == 0:  # the starting point: the return to beat
+            result.best_return, batch = float(batch[0]), batch[1:]
+        returns = [float(r) if np.isfinite(r) else -np.inf for r in batch]
+        strategy.tell(candidates, [-r if np.isfinite(r) else 1e300 for r in returns])
+        result.evaluations += len(scored) * episodes
         result.best_per_generation.append(max(returns))
         result.mean_per_generation.append(float(np.mean(returns)))
         if max(returns) > result.best_return:

@@ -38,6 +38,7 @@ from stable_baselines3.common.torch_layers import MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
+from paperports._checks import check_bool, check_float
 from paperports.integrations.sb3.world_models import CartPoleWorldModel, MlpWorldModel, WorldModel
 
 __all__ = ["ObservationalDropoutPolicy", "WorldModelCore"]
@@ -209,8 +210,20 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
                 "critic_reads_belief needs privileged_critic=True: without it the critic "
                 "already reads the belief, and nothing else"
             )
-        if prediction_loss_coef < 0:
-            raise ValueError(f"prediction_loss_coef must be >= 0, got {prediction_loss_coef}")
+        who = "ObservationalDropoutPolicy"
+        prediction_loss_coef = check_float(
+            "prediction_loss_coef", prediction_loss_coef, minimum=0.0, who=who
+        )
+        for name, flag in [
+            ("critic_trains_world_model", critic_trains_world_model),
+            ("privileged_critic", privileged_critic),
+            ("critic_reads_belief", critic_reads_belief),
+        ]:
+            check_bool(name, flag, who=who)
+        if world_model_kwargs is not None and not isinstance(world_model_kwargs, dict):
+            raise TypeError(
+                f"{who}: world_model_kwargs must be a dict, got {type(world_model_kwargs).__name__}"
+            )
         self.prediction_loss_coef = float(prediction_loss_coef)
         self.last_prediction_error = float("nan")
         self.critic_trains_world_model = bool(critic_trains_world_model)

@@ -11,10 +11,19 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
+from paperports._checks import check_bool, check_float, check_int
+
 __all__ = ["CartPoleWorldModel", "MlpWorldModel", "WorldModel"]
 
 
-def _mlp(in_size: int, hidden_sizes: tuple[int, ...], out_size: int) -> nn.Sequential:
+def _mlp(in_size: int, hidden_sizes: tuple[int, ...], out_size: int, who: str) -> nn.Sequential:
+    if isinstance(hidden_sizes, (str, bytes)) or not isinstance(hidden_sizes, (tuple, list)):
+        raise TypeError(
+            f"{who}: hidden_sizes must be a tuple of layer widths, got "
+            f"{type(hidden_sizes).__name__}"
+        )
+    for i, size in enumerate(hidden_sizes):
+        check_int(f"hidden_sizes[{i}]", size, minimum=1, who=who)
     layers: list[nn.Module] = []
     width = in_size
     for size in hidden_sizes:
@@ -29,12 +38,9 @@ class WorldModel(nn.Module):
 
     def __init__(self, obs_size: int, action_size: int) -> None:
         super().__init__()
-        if obs_size < 1 or action_size < 1:
-            raise ValueError(
-                f"obs_size and action_size must be >= 1, got {obs_size} and {action_size}"
-            )
-        self.obs_size = obs_size
-        self.action_size = action_size
+        who = type(self).__name__
+        self.obs_size = check_int("obs_size", obs_size, minimum=1, who=who)
+        self.action_size = check_int("action_size", action_size, minimum=1, who=who)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -58,8 +64,8 @@ class MlpWorldModel(WorldModel):
         residual: bool = False,
     ) -> None:
         super().__init__(obs_size, action_size)
-        self.net = _mlp(obs_size + action_size, hidden_sizes, obs_size)
-        self.residual = residual
+        self.net = _mlp(obs_size + action_size, hidden_sizes, obs_size, type(self).__name__)
+        self.residual = check_bool("residual", residual, who=type(self).__name__)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         out: Tensor = self.net(torch.cat([obs, action], dim=-1))
@@ -97,11 +103,13 @@ class CartPoleWorldModel(WorldModel):
         zero_init: bool = False,
     ) -> None:
         super().__init__(obs_size=5, action_size=1)
-        if not acceleration_scale > 0:
-            raise ValueError(f"acceleration_scale must be > 0, got {acceleration_scale}")
-        self.dt = dt
-        self.acceleration_scale = float(acceleration_scale)
-        self.accelerations = _mlp(5 + 1, hidden_sizes, 2)
+        who = type(self).__name__
+        self.dt = check_float("dt", dt, minimum=0.0, open_low=True, who=who)
+        self.acceleration_scale = check_float(
+            "acceleration_scale", acceleration_scale, minimum=0.0, open_low=True, who=who
+        )
+        check_bool("zero_init", zero_init, who=who)
+        self.accelerations = _mlp(5 + 1, hidden_sizes, 2, who)
         if zero_init:
             last = self.accelerations[-1]
             assert isinstance(last, nn.Linear)

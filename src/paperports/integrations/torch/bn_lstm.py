@@ -11,6 +11,15 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
+from paperports._checks import (
+    check_batch_for_statistics,
+    check_bool,
+    check_float,
+    check_floating_tensor,
+    check_int,
+    check_mask,
+    check_probability,
+)
 from paperports.integrations.torch.bn_lstm_training import (
     BNLSTMSequence,
     g_gate_doubled,
@@ -66,10 +75,11 @@ class BNLSTMCell(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if input_size < 1 or hidden_size < 1:
-            raise ValueError(
-                f"input_size and hidden_size must be >= 1, got {input_size}, {hidden_size}"
-            )
+        who = type(self).__name__
+        input_size = check_int("input_size", input_size, minimum=1, who=who)
+        hidden_size = check_int("hidden_size", hidden_size, minimum=1, who=who)
+        bias = check_bool("bias", bias, who=who)
+        forget_bias = check_float("forget_bias", forget_bias, who=who)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.forget_bias = forget_bias
@@ -108,14 +118,27 @@ class BNLSTMCell(nn.Module):
         t: int = 0,
         mask: Tensor | None = None,
     ) -> tuple[Tensor, Tensor]:
+        who = type(self).__name__
+        check_floating_tensor("input", input, dtype=self.weight_ih.dtype, who=who)
         if input.dim() != 2 or input.shape[1] != self.input_size:
             raise ValueError(
-                f"BNLSTMCell expects input of shape (batch, {self.input_size}), "
-                f"got {tuple(input.shape)}"
+                f"{who} expects input of shape (batch, {self.input_size}), got {tuple(input.shape)}"
             )
+        t = check_int("t", t, minimum=0, who=who)
+        batch = input.shape[0]
+        if mask is not None:
+            check_mask("mask", mask, (batch,), who=who)
         if hx is None:
-            zeros = input.new_zeros(input.shape[0], self.hidden_size)
+            zeros = input.new_zeros(batch, self.hidden_size)
             hx = (zeros, zeros)
+        else:
+            for name, state in zip(("h", "c"), hx, strict=True):
+                check_floating_tensor(name, state, dtype=self.weight_ih.dtype, who=who)
+                if tuple(state.shape) != (batch, self.hidden_size):
+                    raise ValueError(
+                        f"{who}: hx's {name} must have shape ({batch}, {self.hidden_size}), got "
+                        f"{tuple(state.shape)}"
+                    )
         m = None if mask is None else mask[None]
         x_proj = self.bn_ih(F.linear(input, self.weight_ih)[None], t, m)[0]
         return self.step(x_proj, hx[0], hx[1], t, mask)
@@ -158,7 +181,14 @@ class BNLSTMCell(nn.Module):
                 f"batch_sizes must be {steps} non-increasing counts in [0, {x.shape[1]}] (a "
                 f"batch sorted by decreasing length), got {batch_sizes}"
             )
+        if steps == 0 or x.shape[1] == 0:
+            return x.new_zeros(steps, x.shape[1], self.hidden_size), h, c
         if self.training:
+            check_batch_for_statistics(
+                x.shape[1] if batch_sizes is None else batch_sizes[0],
+                tuple(x.shape),
+                who=type(self).__name__,
+            )
             return self._sequence_train(x, h, c, batch_sizes)
         return self._sequence_eval(x, h, c, batch_sizes)
 
@@ -206,6 +236,23 @@ class BNLSTMCell(nn.Module):
     def _sequence_train(
         self, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
     ) -> tuple[Tensor, Tensor, Tensor]:
+        if batch_sizes is None or 1 not in batch_sizes:
+            return self._train_segment(x, h, c, batch_sizes, 0)
+        # The steps where one sequence runs (a tail: sizes never increase) use the running
+        # statistics, which the steps before them update: as the step-by-step cell does.
+        split = batch_sizes.index(1)
+        outputs = []
+        for begin, end in ((0, split), (split, x.shape[0])):
+            if begin < end:
+                out, h, c = self._train_segment(x[begin:end], h, c, batch_sizes[begin:end], begin)
+                outputs.append(out)
+        return torch.cat(outputs), h, c
+
+    def _train_segment(
+        self, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None, start: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Training over steps ``start .. start + T - 1`` with :class:`BNLSTMSequence`, then
+        the running statistics' update."""
         bn_x, bn_h, bn_c = self.bn_ih, self.bn_hh, self.bn_c
         output, h, c, stats = BNLSTMSequence.apply(  # type: ignore[no-untyped-call]
             x,
@@ -220,6 +267,7 @@ class BNLSTMCell(nn.Module):
             bn_c.bias,
             batch_sizes,
             (bn_x.eps, bn_h.eps, bn_c.eps),
+            self._single_sequence_statistics(start, x.shape[0], batch_sizes),
         )
         steps, batch = x.shape[0], x.shape[1]
         sizes = [batch] * steps if batch_sizes is None else batch_sizes
@@ -229,9 +277,27 @@ class BNLSTMCell(nn.Module):
             ((bn_x, 4 * hidden), (bn_h, 4 * hidden), (bn_c, hidden))
         ):
             bn.update_statistics(
-                0, stats[2 * k, :, :features], stats[2 * k + 1, :, :features], count
+                start, stats[2 * k, :, :features], stats[2 * k + 1, :, :features], count
             )
         return output, h, c
+
+    @torch.no_grad()
+    def _single_sequence_statistics(
+        self, start: int, steps: int, batch_sizes: list[int] | None
+    ) -> Tensor | None:
+        """For training steps where one sequence runs (the tail of a batch whose longest
+        sequence is unique), the running statistics that stand in for the batch's, as in
+        :class:`RecurrentBatchNorm`: ``(3, 2, T, 4H)``, the mean and ``1 / sqrt(var + eps)``
+        of the norms ``x, h, c`` (``c`` in the first ``H`` columns) at steps ``start ..``;
+        ``None`` if no step has a single sequence."""
+        if batch_sizes is None or 1 not in batch_sizes:
+            return None
+        out = self.weight_ih.new_zeros(3, 2, steps, 4 * self.hidden_size)
+        for k, bn in enumerate((self.bn_ih, self.bn_hh, self.bn_c)):
+            mean, var = bn.running_statistics(start, steps)
+            out[k, 0, :, : bn.num_features] = mean
+            out[k, 1, :, : bn.num_features] = torch.rsqrt(var + bn.eps)
+        return out
 
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias is not None}"
@@ -297,12 +363,15 @@ class BNLSTM(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if num_layers < 1:
-            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
-        if not 0.0 <= dropout <= 1.0:
-            raise ValueError(f"dropout must be in [0, 1], got {dropout}")
-        if t_max < 1:
-            raise ValueError(f"t_max must be >= 1, got {t_max}")
+        who = type(self).__name__
+        input_size = check_int("input_size", input_size, minimum=1, who=who)
+        hidden_size = check_int("hidden_size", hidden_size, minimum=1, who=who)
+        num_layers = check_int("num_layers", num_layers, minimum=1, who=who)
+        dropout = check_probability("dropout", dropout, who=who)
+        batch_first = check_bool("batch_first", batch_first, who=who)
+        bidirectional = check_bool("bidirectional", bidirectional, who=who)
+        t_max = check_int("t_max", t_max, minimum=1, who=who)
+        gamma_init = check_float("gamma_init", gamma_init, who=who)
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
@@ -337,14 +406,18 @@ class BNLSTM(nn.Module):
         hx: tuple[Tensor, Tensor] | None = None,
         lengths: Tensor | None = None,
     ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor]]:
+        who = type(self).__name__
         packed = isinstance(input, PackedSequence)
         if isinstance(input, PackedSequence):
             if lengths is not None:
-                raise ValueError("pass lengths only with a padded tensor, not a PackedSequence")
+                raise ValueError(
+                    f"{who}: pass lengths only with a padded tensor, not a PackedSequence"
+                )
+            check_floating_tensor("input", input.data, dtype=self._dtype(), who=who)
             x, lengths = pad_packed_sequence(input)
             unbatched = False
         else:
-            x = input
+            x = check_floating_tensor("input", input, dtype=self._dtype(), who=who)
             if x.dim() not in (2, 3):
                 raise ValueError(
                     "BNLSTM expects input of shape (T, B, input_size) (or (B, T, input_size) "
@@ -358,10 +431,22 @@ class BNLSTM(nn.Module):
                 f"{self.input_size}"
             )
         n_steps, batch = x.shape[0], x.shape[1]
+        if n_steps == 0:
+            raise ValueError(
+                f"{who}: input has no time steps (sequence length 0); nn.LSTM refuses it too"
+            )
+        if self.training:
+            check_batch_for_statistics(batch, tuple(x.shape), who=who)
         h0, c0 = self._initial_state(hx, batch, unbatched, x)
-        order, batch_sizes = None, None
         if lengths is not None:
             lengths = self._check_lengths(lengths, n_steps, batch)
+        d = 2 if self.bidirectional else 1
+        if batch == 0:  # an empty batch: empty outputs of the right shapes, as nn.LSTM gives
+            empty = x.new_zeros(n_steps, 0, d * self.hidden_size)
+            out = empty.transpose(0, 1) if self.batch_first else empty
+            return out, (h0, c0)
+        order, batch_sizes = None, None
+        if lengths is not None:
             # sorted by decreasing length, the running sequences of a step are a prefix
             order = torch.argsort(lengths, descending=True, stable=True)
             lengths = lengths[order]
@@ -369,7 +454,6 @@ class BNLSTM(nn.Module):
             dev_order = order.to(x.device)
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
-        d = 2 if self.bidirectional else 1
         h_n, c_n = [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -408,12 +492,23 @@ class BNLSTM(nn.Module):
             output = layer_in.transpose(0, 1) if self.batch_first else layer_in
         return output, (h_stack, c_stack)
 
+    def _dtype(self) -> torch.dtype:
+        return self.cells[0].weight_ih.dtype  # type: ignore[union-attr,return-value]
+
     @staticmethod
     def _check_lengths(lengths: Tensor, steps: int, batch: int) -> Tensor:
         lengths = torch.as_tensor(lengths).cpu()
         if lengths.shape != (batch,):
             raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
-        if int(lengths.max()) > steps or int(lengths.min()) < 1:
+        if lengths.dtype == torch.bool or lengths.is_complex():
+            raise TypeError(f"lengths must hold whole numbers, got dtype {lengths.dtype}")
+        if lengths.is_floating_point():
+            if not bool((lengths == lengths.round()).all()):
+                raise ValueError(
+                    f"lengths must hold whole numbers of steps, got {lengths.tolist()}"
+                )
+            lengths = lengths.long()
+        if batch and (int(lengths.max()) > steps or int(lengths.min()) < 1):
             raise ValueError(
                 f"lengths must lie in [1, {steps}] (the sequence length); got values in "
                 f"[{int(lengths.min())}, {int(lengths.max())}]"
@@ -428,7 +523,14 @@ class BNLSTM(nn.Module):
         if hx is None:
             zeros = x.new_zeros(expected)
             return zeros, zeros
+        if not isinstance(hx, (tuple, list)) or len(hx) != 2:
+            raise TypeError(
+                f"{type(self).__name__}: hx must be a tuple (h_0, c_0) of tensors, got "
+                f"{type(hx).__name__}"
+            )
         h0, c0 = hx
+        for name, state in (("h_0", h0), ("c_0", c0)):
+            check_floating_tensor(name, state, dtype=x.dtype, who=type(self).__name__)
         if unbatched:
             h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
         for name, state in (("h_0", h0), ("c_0", c0)):

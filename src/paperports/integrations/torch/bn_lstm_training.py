@@ -14,7 +14,9 @@ tests check values, gradients and statistics against the step-by-step cell) with
 
 Variable lengths follow ``PackedSequence``: the batch is sorted by decreasing length, and at
 step :math:`t` the first ``batch_sizes[t]`` rows are running. The batch statistics of a step
-are over those rows; the others keep their state and output 0.
+are over those rows; the others keep their state and output 0. A step where a single row
+runs has no batch statistics: it is normalised with the running statistics it is given, as
+in evaluation (and as :class:`~paperports.integrations.torch.RecurrentBatchNorm` does).
 """
 
 from __future__ import annotations
@@ -95,6 +97,29 @@ def g_gate_doubled(hidden: int, like: Tensor) -> Tensor:
     return factors
 
 
+def _affine(x: Tensor, mean: Tensor, scale: Tensor, shift: Tensor | None, *, out: Tensor) -> Tensor:
+    """``(x - mean) * scale + shift`` into ``out``: a normalisation with fixed statistics."""
+    torch.mul(x - mean, scale, out=out)
+    return out if shift is None else out.add_(shift)
+
+
+def _affine_backward(
+    d_out: Tensor,
+    x: Tensor,
+    gamma: Tensor,
+    mean: Tensor,
+    invstd: Tensor,
+    d_x: Tensor,
+    d_gamma: Tensor,
+    d_beta: Tensor,
+) -> None:
+    """The backward of ``gamma * (x - mean) * invstd + beta`` with ``mean`` and ``invstd``
+    fixed (not functions of ``x``), written into ``d_x``, ``d_gamma`` and ``d_beta``."""
+    torch.mul(d_out, gamma * invstd, out=d_x)
+    torch.sum(d_out * (x - mean) * invstd, dim=0, out=d_gamma)
+    torch.sum(d_out, dim=0, out=d_beta)
+
+
 class BNLSTMSequence(torch.autograd.Function):
     r"""Training-mode BN-LSTM over a sequence (Cooijmans et al. 2016, Eq. 6-8):
 
@@ -108,9 +133,11 @@ class BNLSTMSequence(torch.autograd.Function):
     with each step's batch statistics (the bias :math:`b` is the input norm's shift).
 
     ``apply(x, weight_ih, h0, c0, weight_hh, gamma_x, bias, gamma_h, gamma_c, beta_c,
-    batch_sizes, eps)`` with ``x`` ``(T, B, I)``, ``h0, c0`` ``(B, H)``, ``bias`` possibly
-    ``None``, ``batch_sizes`` a list of ``T`` non-increasing ints (``None``: all ``B``), and
-    ``eps`` the three norms' epsilons ``(x, h, c)``. Returns ``(output (T, B, H), h_T, c_T,
+    batch_sizes, eps, single)`` with ``x`` ``(T, B, I)``, ``h0, c0`` ``(B, H)``, ``bias``
+    possibly ``None``, ``batch_sizes`` a list of ``T`` non-increasing ints (``None``: all
+    ``B``), ``eps`` the three norms' epsilons ``(x, h, c)`` and ``single`` ``(3, 2, T, 4H)``
+    the running mean and inverse standard deviation of each norm for the steps where one
+    row runs (``None`` when there is none). Returns ``(output (T, B, H), h_T, c_T,
     stats)``: ``stats`` ``(6, T, 4H)`` holds each step's batch mean and biased variance of
     the three norms, in the order ``x, h, c`` (the cell's in the first ``H`` columns), for
     the running statistics; it carries no gradient. Backward once only (no double backward).
@@ -135,6 +162,7 @@ class BNLSTMSequence(torch.autograd.Function):
         beta_c: Tensor,
         batch_sizes: list[int] | None,
         eps: tuple[float, float, float],
+        single: Tensor | None = None,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         steps, batch, n_in = x.shape
         h4 = weight_ih.shape[0]
@@ -177,19 +205,30 @@ class BNLSTMSequence(torch.autograd.Function):
             if n == 0:
                 continue
             m, inv = mean[:, t], invstd[:, t]
-            bn(wx[t, :n], gamma_x2, bias2, None, None, True, 0.0, eps[0],
-               out=x_bn[:n], save_mean=m[0], save_invstd=inv[0])  # fmt: skip
             a = a_all[t, :n]
-            a.copy_(recurrent(hs[t, :n]))
-            bn(a, None, None, None, None, True, 0.0, eps[1],
-               out=a_hat[:n], save_mean=m[1], save_invstd=inv[1])  # fmt: skip
+            if n == 1:  # one row: normalise with the given running statistics
+                assert single is not None
+                m.copy_(single[:, 0, t])
+                inv.copy_(single[:, 1, t])
+                _affine(wx[t, :1], m[0], inv[0] * gamma_x2, bias2, out=x_bn[:1])
+                a.copy_(recurrent(hs[t, :1]))
+                _affine(a, m[1], inv[1], None, out=a_hat[:1])
+            else:
+                bn(wx[t, :n], gamma_x2, bias2, None, None, True, 0.0, eps[0],
+                   out=x_bn[:n], save_mean=m[0], save_invstd=inv[0])  # fmt: skip
+                a.copy_(recurrent(hs[t, :n]))
+                bn(a, None, None, None, None, True, 0.0, eps[1],
+                   out=a_hat[:n], save_mean=m[1], save_invstd=inv[1])  # fmt: skip
             s = act[t, :n]
             torch.sigmoid(torch.addcmul(x_bn[:n], a_hat[:n], gamma_h2, out=gates[:n]), out=s)
             g = torch.add(minus_one, s[:, g_cols], alpha=2, out=s[:, g_cols])
             c = torch.mul(s[:, hidden : 2 * hidden], cs[t, :n], out=cs[t + 1, :n])
             c.addcmul_(s[:, :hidden], g)
-            bn(c, gamma_c2, beta_c2, None, None, True, 0.0, eps[2],
-               out=y[:n], save_mean=m[2, :hidden], save_invstd=inv[2, :hidden])  # fmt: skip
+            if n == 1:
+                _affine(c, m[2, :hidden], inv[2, :hidden] * gamma_c2, beta_c2, out=y[:1])
+            else:
+                bn(c, gamma_c2, beta_c2, None, None, True, 0.0, eps[2],
+                   out=y[:n], save_mean=m[2, :hidden], save_invstd=inv[2, :hidden])  # fmt: skip
             th = torch.add(minus_one, torch.sigmoid(y[:n]), alpha=2, out=th_all[t, :n])
             torch.mul(s[:, 3 * hidden :], th, out=hs[t + 1, :n])
         ctx.save_for_backward(  # bias may be None, which torch allows
@@ -248,19 +287,30 @@ class BNLSTMSequence(torch.autograd.Function):
             s, th, ds = act[t, :n], th_all[t, :n], d_gates[:n]
             sigmoid_back(dh_t * th, s[:, o_cols], grad_input=ds[:, o_cols])
             tanh_back(dh_t * s[:, o_cols], th, grad_input=dy[:n])
-            bn_back(dy[:n], cs[t + 1, :n], gamma_c, None, None, mean[2, t, :hidden],
-                    invstd[2, t, :hidden], True, eps[2], everything, out0=dc_bn[:n],
-                    out1=d_gamma[2, t, :hidden], out2=d_beta[2, t, :hidden])  # fmt: skip
+            if n == 1:  # normalised with fixed statistics: an affine map's backward
+                _affine_backward(dy[:1], cs[t + 1, :1], gamma_c, mean[2, t, :hidden],
+                                 invstd[2, t, :hidden], dc_bn[:1], d_gamma[2, t, :hidden],
+                                 d_beta[2, t, :hidden])  # fmt: skip
+            else:
+                bn_back(dy[:n], cs[t + 1, :n], gamma_c, None, None, mean[2, t, :hidden],
+                        invstd[2, t, :hidden], True, eps[2], everything, out0=dc_bn[:n],
+                        out1=d_gamma[2, t, :hidden], out2=d_beta[2, t, :hidden])  # fmt: skip
             dc_t = dc_bn[:n].add_(dc[:n])
             sigmoid_back(dc_t * s[:, g_cols], s[:, i_cols], grad_input=ds[:, i_cols])
             sigmoid_back(dc_t * cs[t, :n], s[:, f_cols], grad_input=ds[:, f_cols])
             tanh_back(dc_t * s[:, i_cols], s[:, g_cols], grad_input=ds[:, g_cols])
-            bn_back(ds, a_all[t, :n], gamma_h, None, None, mean[1, t], invstd[1, t], True,
-                    eps[1], everything, out0=d_a[t, :n], out1=d_gamma[1, t],
-                    out2=d_beta[1, t])  # fmt: skip
-            bn_back(ds, wx[t, :n], gamma_x, None, None, mean[0, t], invstd[0, t], True, eps[0],
-                    everything, out0=d_wx[t, :n], out1=d_gamma[0, t],
-                    out2=d_beta[0, t])  # fmt: skip
+            if n == 1:
+                _affine_backward(ds, a_all[t, :1], gamma_h, mean[1, t], invstd[1, t],
+                                 d_a[t, :1], d_gamma[1, t], d_beta[1, t])  # fmt: skip
+                _affine_backward(ds, wx[t, :1], gamma_x, mean[0, t], invstd[0, t],
+                                 d_wx[t, :1], d_gamma[0, t], d_beta[0, t])  # fmt: skip
+            else:
+                bn_back(ds, a_all[t, :n], gamma_h, None, None, mean[1, t], invstd[1, t], True,
+                        eps[1], everything, out0=d_a[t, :n], out1=d_gamma[1, t],
+                        out2=d_beta[1, t])  # fmt: skip
+                bn_back(ds, wx[t, :n], gamma_x, None, None, mean[0, t], invstd[0, t], True,
+                        eps[0], everything, out0=d_wx[t, :n], out1=d_gamma[0, t],
+                        out2=d_beta[0, t])  # fmt: skip
             if n < batch:  # finished rows pass their gradient on unchanged
                 dh[:n] = back(d_a[t, :n])
                 torch.mul(dc_t, s[:, f_cols], out=dc[:n])
@@ -282,6 +332,7 @@ class BNLSTMSequence(torch.autograd.Function):
             d_gamma_sum[1],
             d_gamma_sum[2, :hidden],
             d_beta_sum[2, :hidden],
+            None,
             None,
             None,
         )

@@ -2,8 +2,19 @@ r"""Batch normalisation with separate statistics per time step (Cooijmans et al.
 
 from __future__ import annotations
 
+import warnings
+
 import torch
 from torch import Tensor, nn
+
+from paperports._checks import (
+    check_batch_for_statistics,
+    check_float,
+    check_floating_tensor,
+    check_int,
+    check_mask,
+    values_known,
+)
 
 __all__ = ["RecurrentBatchNorm"]
 
@@ -26,19 +37,30 @@ class RecurrentBatchNorm(nn.Module):
     ``steps_tracked`` records it, so untrained statistics are never used.) In evaluation the
     normalisation is one fixed affine map per step.
 
+    A batch statistic needs at least two values: training on a batch of one sequence raises,
+    as ``nn.BatchNorm`` does ("Expected more than 1 value per channel when training"). With
+    a ``mask``, a step where fewer than two sequences still run (the tail of a batch whose
+    longest sequence is unique) is normalised with that step's running statistics instead,
+    as in evaluation, and leaves them unchanged.
+
+    NaN or infinite inputs propagate to the output, as in ``nn.BatchNorm``; unlike there, a
+    step whose batch statistics are not finite does not update its running statistics, and
+    a ``RuntimeWarning`` names the steps. So a bad batch shows in the loss without erasing
+    the statistics training has gathered; :func:`update_bn` recomputes them from clean data.
+
     Args:
         num_features: :math:`F`, the size of the normalised vectors.
         t_max: The number of time steps that keep their own statistics (>= 1).
         gamma_init: The initial :math:`\gamma` (the paper: 0.1; 1.0 hampers gradient flow).
         bias: Learn :math:`\beta` (initialised to 0); without it :math:`\beta = 0`.
-        momentum: The running statistics' update rate; ``None`` keeps a cumulative average
-            over all batches instead (as ``nn.BatchNorm1d`` does), which
+        momentum: The running statistics' update rate in ``[0, 1]``; ``None`` keeps a
+            cumulative average over all batches instead (as ``nn.BatchNorm1d`` does), which
             :func:`update_bn` uses to recompute exact population statistics.
-        eps: Added to the variance.
+        eps: Added to the variance (> 0).
 
     Shapes:
-        - input: ``(T, B, F)``, the steps ``start .. start + T - 1``;
-          ``mask``: ``(T, B)``, true where a sequence is running.
+        - input: ``(T, B, F)``, the steps ``start .. start + T - 1`` (``start >= 0``);
+          ``mask``: ``(T, B)`` booleans, true where a sequence is running.
         - output: ``(T, B, F)``.
     """
 
@@ -53,10 +75,13 @@ class RecurrentBatchNorm(nn.Module):
         eps: float = 1e-5,
     ) -> None:
         super().__init__()
-        if t_max < 1:
-            raise ValueError(f"t_max must be >= 1, got {t_max}")
-        if num_features < 1:
-            raise ValueError(f"num_features must be >= 1, got {num_features}")
+        who = type(self).__name__
+        num_features = check_int("num_features", num_features, minimum=1, who=who)
+        t_max = check_int("t_max", t_max, minimum=1, who=who)
+        gamma_init = check_float("gamma_init", gamma_init, who=who)
+        if momentum is not None:
+            momentum = check_float("momentum", momentum, minimum=0.0, maximum=1.0, who=who)
+        eps = check_float("eps", eps, minimum=0.0, open_low=True, who=who)
         self.num_features = num_features
         self.t_max = t_max
         self.gamma_init = gamma_init
@@ -90,25 +115,44 @@ class RecurrentBatchNorm(nn.Module):
         self.batches_tracked.zero_()
 
     def forward(self, x: Tensor, start: int = 0, mask: Tensor | None = None) -> Tensor:
+        who = type(self).__name__
+        check_floating_tensor("input", x, dtype=self.weight.dtype, who=who, module="module")
         if x.dim() != 3 or x.shape[-1] != self.num_features:
             raise ValueError(
-                f"expected input of shape (T, B, {self.num_features}), got {tuple(x.shape)}"
+                f"{who}: expected input of shape (T, B, {self.num_features}), got {tuple(x.shape)}"
             )
+        start = check_int("start", start, minimum=0, who=who)
+        if mask is not None:
+            check_mask("mask", mask, (x.shape[0], x.shape[1]), who=who)
+        if x.numel() == 0:  # no step or no sequence: nothing to normalise or to track
+            return x * self.weight
         if self.training:
-            x_hat, mean, var, count = self._batch_normalise(x, mask)
+            if mask is None:
+                check_batch_for_statistics(x.shape[1], tuple(x.shape), who=who)
+            x_hat, mean, var, count = self._batch_normalise(x, mask, start)
             self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
             return self._scale_shift(x_hat)
         scale, shift = self.affine(start, x.shape[0])
         return x * scale[:, None] + shift[:, None]
 
+    def last_tracked_step(self) -> int:
+        """The last step whose statistics evaluation may use: ``min(t_max, steps_tracked) - 1``
+        (step 0 before any training)."""
+        return max(1, min(self.t_max, int(self.steps_tracked))) - 1
+
+    def running_statistics(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
+        """The running mean and variance that steps ``start .. start + steps - 1`` use in
+        evaluation, each ``(steps, F)``: their own, or the last tracked step's past it."""
+        idx = torch.arange(start, start + steps, device=self.running_mean.device)
+        idx = idx.clamp_(max=self.last_tracked_step())
+        return self.running_mean[idx], self.running_var[idx]
+
     def affine(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
         """Evaluation's per-step maps: ``BN(x)`` at step ``start + t`` is
         ``x * scale[t] + shift[t]``; both ``(steps, F)``."""
-        # the last step with statistics of its own: min(t_max, longest step trained) - 1
-        last = max(1, min(self.t_max, int(self.steps_tracked))) - 1
-        idx = torch.arange(start, start + steps, device=self.weight.device).clamp_(max=last)
-        scale = self.weight * torch.rsqrt(self.running_var[idx] + self.eps)
-        shift = -self.running_mean[idx] * scale
+        mean, var = self.running_statistics(start, steps)
+        scale = self.weight * torch.rsqrt(var + self.eps)
+        shift = -mean * scale
         if self.bias is not None:
             shift = shift + self.bias
         return scale, shift
@@ -119,20 +163,29 @@ class RecurrentBatchNorm(nn.Module):
         return out + self.bias if self.bias is not None else out
 
     def _batch_normalise(
-        self, x: Tensor, mask: Tensor | None
+        self, x: Tensor, mask: Tensor | None, start: int
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """``(x_hat, mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` over the batch."""
+        """``(x_hat, mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` over the batch.
+
+        Steps with fewer than two running sequences are normalised with their running
+        statistics (``count`` says which: the update skips them)."""
         if mask is None:
             count = torch.full((x.shape[0], 1), float(x.shape[1]), device=x.device, dtype=x.dtype)
             mean = x.mean(dim=1, keepdim=True)
             var = (x - mean).pow(2).mean(dim=1, keepdim=True)
-        else:
-            w = mask.to(x.dtype).unsqueeze(-1)  # (T, B, 1)
-            count = w.sum(dim=1)  # (T, 1)
-            denom = count.clamp(min=1.0).unsqueeze(1)
-            mean = (x * w).sum(dim=1, keepdim=True) / denom
-            var = ((x - mean).pow(2) * w).sum(dim=1, keepdim=True) / denom
-        return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
+            return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
+        w = mask.to(x.dtype).unsqueeze(-1)  # (T, B, 1)
+        count = w.sum(dim=1)  # (T, 1)
+        denom = count.clamp(min=1.0).unsqueeze(1)
+        mean = (x * w).sum(dim=1, keepdim=True) / denom
+        var = ((x - mean).pow(2) * w).sum(dim=1, keepdim=True) / denom
+        few = (count < 2).unsqueeze(1)  # (T, 1, 1): a statistic of one value is no statistic
+        if values_known(count) and not bool(few.any()):
+            return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
+        running_mean, running_var = self.running_statistics(start, x.shape[0])
+        use_mean = torch.where(few, running_mean[:, None].to(x.dtype), mean)
+        use_var = torch.where(few, running_var[:, None].to(x.dtype), var)
+        return (x - use_mean) * torch.rsqrt(use_var + self.eps), mean, var, count
 
     @torch.no_grad()
     def update_statistics(self, start: int, mean: Tensor, var: Tensor, count: Tensor) -> None:
@@ -146,6 +199,18 @@ class RecurrentBatchNorm(nn.Module):
             return
         mean, var, count = mean[:n_keep], var[:n_keep], count[:n_keep]
         ok = count > 1  # (T, 1): one sequence gives no variance estimate
+        finite = torch.isfinite(mean).all(-1, keepdim=True) & torch.isfinite(var).all(
+            -1, keepdim=True
+        )
+        if values_known(mean) and not bool((finite | ~ok).all()):
+            bad = (start + torch.nonzero((~finite & ok).flatten()).flatten()).tolist()
+            warnings.warn(
+                f"{type(self).__name__}: the batch statistics of step(s) {bad[:10]} are not "
+                "finite (NaN or infinite inputs); those steps keep their running statistics",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+        ok = ok & finite
         unbiased = var * count / (count - 1).clamp(min=1.0)
         sl = slice(start, start + n_keep)
         self.batches_tracked[sl] += ok.flatten().long()

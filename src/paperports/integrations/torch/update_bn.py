@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
-from torch import nn
+from torch import Tensor, nn
 
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
 
@@ -28,23 +28,46 @@ def update_bn(
     statistics once after training makes evaluation match training's normalisation.
     Parameters are not changed; the model is left in the mode it was in.
 
+    The trained statistics are never lost: if the loader is empty, if a batch raises, or if
+    no step of any batch had the two sequences a batch statistic needs, the statistics are
+    restored as they were and an error says why. Batches with NaN or infinite values do not
+    count (each norm warns and skips them), so ``update_bn`` over clean data also repairs
+    statistics that a bad training batch left behind.
+
     Args:
         loader: Batches: tensors, ``(input, ...)`` tuples or lists (the first element is
-            the input), or dicts of keyword arguments.
+            the input), or dicts of keyword arguments. Each batch needs at least two
+            sequences (the statistics of one sequence are not statistics).
         model: Any module holding recurrent batch norms.
         forward: ``forward(model, batch)``, for batches of another form.
+
+    Raises:
+        TypeError: ``model`` is not an ``nn.Module`` or ``loader`` is not iterable.
+        ValueError: the loader gave no batch, or no batch with two or more sequences.
     """
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"update_bn: model must be a torch.nn.Module, got {type(model).__name__}")
+    if forward is not None and not callable(forward):
+        raise TypeError(f"update_bn: forward must be callable, got {type(forward).__name__}")
+    try:
+        batches = iter(loader)
+    except TypeError:
+        raise TypeError(
+            f"update_bn: loader must be an iterable of batches, got {type(loader).__name__}"
+        ) from None
     norms = [m for m in model.modules() if isinstance(m, RecurrentBatchNorm)]
     if not norms:
         return
-    momenta = [m.momentum for m in norms]
+    saved = [_snapshot(m) for m in norms]
     was_training = model.training
     for m in norms:
         m.reset_running_stats()
         m.momentum = None
     model.train()
+    seen = 0
     try:
-        for batch in loader:
+        for batch in batches:
+            seen += 1
             if forward is not None:
                 forward(model, batch)
             elif isinstance(batch, (tuple, list)):
@@ -53,7 +76,37 @@ def update_bn(
                 model(**batch)
             else:
                 model(batch)
+    except BaseException as err:
+        _restore_all(norms, saved)
+        if hasattr(err, "add_note"):  # Python >= 3.11
+            err.add_note(f"update_bn: at batch {seen}; the trained statistics were restored")
+        raise
+    else:
+        problem = None
+        if seen == 0:
+            problem = "the loader gave no batch; it needs at least one batch of two or more "
+            problem += "sequences"
+        elif not any(int(m.steps_tracked) > 0 for m in norms):
+            problem = f"none of the {seen} batch(es) gave a statistic: each step needs at "
+            problem += "least two sequences running, with finite values"
+        if problem is not None:
+            _restore_all(norms, saved)
+            raise ValueError(f"update_bn: {problem} (the trained statistics are kept)")
     finally:
-        for m, momentum in zip(norms, momenta, strict=True):
-            m.momentum = momentum
+        for m, state in zip(norms, saved, strict=True):
+            m.momentum = state["momentum"]
         model.train(was_training)
+
+
+def _snapshot(norm: RecurrentBatchNorm) -> dict[str, Any]:
+    """The norm's statistics and momentum, copied."""
+    buffers: dict[str, Tensor] = {
+        name: buffer.clone() for name, buffer in norm.named_buffers(recurse=False)
+    }
+    return {"buffers": buffers, "momentum": norm.momentum}
+
+
+def _restore_all(norms: list[RecurrentBatchNorm], saved: list[dict[str, Any]]) -> None:
+    for norm, state in zip(norms, saved, strict=True):
+        for name, buffer in norm.named_buffers(recurse=False):
+            buffer.copy_(state["buffers"][name])

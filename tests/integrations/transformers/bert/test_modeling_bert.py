@@ -361,7 +361,7 @@ def test_config_rejects_heads_that_do_not_divide_the_width() -> None:
         ({"input_ids": torch.tensor([[1, 2, 99]])}, r"input_ids must lie in \[0, 99\)"),
         ({"input_ids": torch.tensor([[1, -2, 3]])}, "input_ids must lie"),
         ({"input_ids": torch.tensor([1, 2, 3])}, r"\(batch, sequence_length\)"),
-        ({"input_ids": torch.tensor([[1.0, 2.0]])}, "integer ids"),
+        ({"input_ids": torch.tensor([[1.0, 2.0]])}, "input_ids must hold integers"),
         (
             {"input_ids": torch.tensor([[1, 2]]), "token_type_ids": torch.tensor([[0, 2]])},
             "type_vocab_size",
@@ -405,7 +405,7 @@ def test_a_checkpoint_that_is_not_bert_shaped_names_the_keys(tmp_path: Path) -> 
         transformers.GPT2Config(n_embd=32, n_layer=1, n_head=4, vocab_size=99, n_positions=64)
     )
     gpt2.save_pretrained(tmp_path)
-    with pytest.raises(ValueError, match=r"not BERT-shaped.*embeddings\.word_embeddings\.weight"):
+    with pytest.raises(ValueError, match=r"incomplete for BertModel.*word_embeddings\.weight"):
         BertModel.from_pretrained(tmp_path)
 
 
@@ -470,3 +470,37 @@ def test_minilm_loads_into_heads_and_fine_tunes_from_the_encoder(minilm: Path) -
         model.bert.encoder.layer[5].output.dense.weight,
         reference.encoder.layer[5].output.dense.weight,
     )
+
+
+@pytest.mark.parametrize("value", [-1, 2, 0.5, float("nan")])
+def test_attention_mask_values_other_than_0_and_1_are_refused(value: float) -> None:
+    """They were all treated as "attend"."""
+    model = BertModel(tiny())
+    mask = torch.ones(2, 5)
+    mask[1, 3] = value
+    with pytest.raises(ValueError, match="attention_mask must hold 1 for tokens"):
+        model(torch.randint(0, 99, (2, 5)), attention_mask=mask)
+
+
+def test_a_batch_with_every_label_ignored_has_loss_zero_not_nan() -> None:
+    for head in (BertForMaskedLM, BertForTokenClassification):
+        model = head(tiny())
+        tokens = ids(2, 6)
+        out = model(tokens, labels=torch.full_like(tokens, -100))
+        assert float(out.loss) == 0.0, head.__name__
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"layer_norm_eps": -1e-12}, "layer_norm_eps"),
+        ({"hidden_act": "foo"}, "hidden_act must be one of"),
+        ({"hidden_size": 0}, "hidden_size"),
+        ({"num_hidden_layers": 1.5}, "num_hidden_layers"),
+        ({"hidden_dropout_prob": -0.1}, "hidden_dropout_prob"),
+    ],
+)
+def test_config_values_are_checked(kwargs: dict, match: str) -> None:
+    """A negative eps gave NaN; hidden_act='foo' a KeyError at construction."""
+    with pytest.raises((ValueError, TypeError), match=match):
+        BertConfig(**kwargs)

@@ -164,3 +164,81 @@ def test_trainer_trains_sequence_classification_on_digit_rows(tmp_path: Path) ->
         acc = (model(inputs_embeds=xt[:, 0]).logits.argmax(-1) == yt).float().mean()
     assert acc > 0.7  # chance: 0.1
     assert all(torch.all(torch.isfinite(g)) for g in _gammas(model))
+
+
+def _drop_keys(folder: Path, *names: str) -> None:
+    from safetensors.torch import load_file, save_file
+
+    path = folder / "model.safetensors"
+    weights = {k: v for k, v in load_file(path).items() if k not in names}
+    save_file(weights, path, metadata={"format": "pt"})
+
+
+@pytest.mark.parametrize(
+    "dropped",
+    [
+        "bn_lstm.encoder.cells.0.weight_hh",
+        "bn_lstm.encoder.cells.1.bn_c.running_mean",  # a running statistic
+        "bn_lstm.embeddings.weight",
+    ],
+)
+def test_an_incomplete_checkpoint_is_refused_naming_the_keys(dropped: str, tmp_path: Path) -> None:
+    """It once loaded random weights with only transformers' report in the log; the BERT
+    family raised. Both raise now."""
+    BnLstmForCausalLM(_tiny()).save_pretrained(tmp_path)
+    _drop_keys(tmp_path, dropped)
+    short = dropped.removeprefix("bn_lstm.")
+    with pytest.raises(ValueError, match=rf"incomplete for BnLstmForCausalLM.*{short}"):
+        BnLstmForCausalLM.from_pretrained(tmp_path)
+
+
+def test_a_bert_checkpoint_is_refused(tmp_path: Path) -> None:
+    from paperports.integrations.transformers import BertConfig, BertModel
+
+    bert = BertModel(BertConfig(hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                                intermediate_size=32, vocab_size=30))  # fmt: skip
+    bert.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="incomplete for BnLstmModel"):
+        BnLstmModel.from_pretrained(tmp_path)
+
+
+def test_a_missing_head_is_initialised_as_in_transformers(tmp_path: Path) -> None:
+    BnLstmModel(_tiny()).save_pretrained(tmp_path)
+    _, info = BnLstmForSequenceClassification.from_pretrained(
+        tmp_path, num_labels=3, output_loading_info=True
+    )
+    assert info["missing_keys"] == {"classifier.weight", "classifier.bias"}
+
+
+@pytest.mark.parametrize("value", [-1.0, 0.5, 2.0, float("nan")])
+def test_attention_mask_values_other_than_0_and_1_are_refused(value: float) -> None:
+    """They were all treated as "attend"."""
+    model = BnLstmModel(_tiny())
+    mask = torch.ones(2, 5)
+    mask[0, 4] = value
+    with pytest.raises(ValueError, match="attention_mask must hold 1 for tokens"):
+        model(torch.randint(0, 30, (2, 5)), attention_mask=mask)
+
+
+def test_a_batch_with_every_label_ignored_has_loss_zero_not_nan() -> None:
+    model = BnLstmForCausalLM(_tiny())
+    ids = torch.randint(0, 30, (2, 6))
+    out = model(ids, labels=torch.full_like(ids, -100))
+    assert out.loss is not None and float(out.loss) == 0.0
+    out.loss.backward()
+    assert all(torch.isfinite(p.grad).all() for p in model.parameters() if p.grad is not None)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"bn_eps": -1e-5}, "bn_eps"),
+        ({"bn_momentum": 2.0}, "bn_momentum"),
+        ({"hidden_size": 0}, "hidden_size"),
+        ({"num_hidden_layers": 1.5}, "num_hidden_layers"),
+        ({"dropout": 1.5}, "dropout"),
+    ],
+)
+def test_config_values_are_checked(kwargs: dict, match: str) -> None:
+    with pytest.raises((ValueError, TypeError), match=match):
+        BnLstmConfig(**kwargs)

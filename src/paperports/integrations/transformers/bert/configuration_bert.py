@@ -5,6 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from transformers import PreTrainedConfig
+from transformers.activations import ACT2FN
+
+from paperports._checks import check_choice, check_float, check_int, check_probability
 
 __all__ = ["BertConfig"]
 
@@ -74,10 +77,11 @@ class BertConfig(PreTrainedConfig):
         type_vocab_size: int = 2,
         initializer_range: float = 0.02,
         layer_norm_eps: float = 1e-12,
-        pad_token_id: int = 0,
+        pad_token_id: int | None = 0,
         classifier_dropout: float | None = None,
         **kwargs: Any,
     ) -> None:
+        who = "BertConfig"
         for name, value in [
             ("vocab_size", vocab_size),
             ("hidden_size", hidden_size),
@@ -87,8 +91,19 @@ class BertConfig(PreTrainedConfig):
             ("max_position_embeddings", max_position_embeddings),
             ("type_vocab_size", type_vocab_size),
         ]:
-            if value < 1:
-                raise ValueError(f"BertConfig: {name} must be >= 1, got {value}")
+            check_int(name, value, minimum=1, who=who)
+        check_choice("hidden_act", hidden_act, sorted(ACT2FN), who=who)
+        for name, p in [
+            ("hidden_dropout_prob", hidden_dropout_prob),
+            ("attention_probs_dropout_prob", attention_probs_dropout_prob),
+        ]:
+            check_probability(name, p, who=who)
+        if classifier_dropout is not None:
+            check_probability("classifier_dropout", classifier_dropout, who=who)
+        check_float("initializer_range", initializer_range, minimum=0.0, who=who)
+        check_float("layer_norm_eps", layer_norm_eps, minimum=0.0, open_low=True, who=who)
+        if pad_token_id is not None:
+            check_int("pad_token_id", pad_token_id, minimum=0, maximum=vocab_size - 1, who=who)
         if hidden_size % num_attention_heads != 0:
             raise ValueError(
                 f"BertConfig: hidden_size ({hidden_size}) must be divisible by "

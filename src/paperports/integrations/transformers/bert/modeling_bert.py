@@ -30,7 +30,6 @@ from typing import Any, TypeVar, cast
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import PreTrainedModel
 from transformers import initialization as init
 from transformers.activations import ACT2FN
 from transformers.modeling_layers import GradientCheckpointingLayer
@@ -45,9 +44,14 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import ModelOutput
 
+from paperports._checks import check_floating_tensor, check_index_tensor
 from paperports.integrations.transformers._heads import (
+    CheckedPreTrainedModel,
+    check_attention_mask,
+    check_labels,
     check_num_labels,
     check_token_ids,
+    cross_entropy_ignoring,
     sequence_classification_loss,
 )
 from paperports.integrations.transformers.bert.configuration_bert import BertConfig
@@ -309,14 +313,7 @@ class BertOnlyNSPHead(nn.Module):
         self.seq_relationship = nn.Linear(config.hidden_size, 2)
 
 
-def _is_encoder_key(key: str, prefix: str) -> bool:
-    """Whether a state-dict key belongs to the embeddings or the encoder stack."""
-    if key.startswith(prefix + "."):
-        key = key[len(prefix) + 1 :]
-    return key.startswith(("embeddings.", "encoder."))
-
-
-class BertPreTrainedModel(PreTrainedModel):
+class BertPreTrainedModel(CheckedPreTrainedModel):
     """Initialisation, loading and attention-backend settings shared by the BERT models.
 
     Weights are initialised from a truncated normal with standard deviation
@@ -330,6 +327,7 @@ class BertPreTrainedModel(PreTrainedModel):
     """
 
     config_class = BertConfig
+    _required_weights = ("embeddings.", "encoder.")
     base_model_prefix = "bert"
     main_input_name = "input_ids"
     supports_gradient_checkpointing = True
@@ -356,32 +354,10 @@ class BertPreTrainedModel(PreTrainedModel):
         elif isinstance(module, BertEmbeddings):
             init.copy_(module.position_ids, torch.arange(module.position_ids.shape[-1])[None])
 
-    @classmethod
-    def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
-        """:meth:`transformers.PreTrainedModel.from_pretrained`, refusing non-BERT checkpoints.
-
-        Raises:
-            ValueError: the checkpoint lacks embedding or encoder weights this model needs.
-        """
-        wants_info = bool(kwargs.pop("output_loading_info", False))
-        loaded: Any = super().from_pretrained(*args, output_loading_info=True, **kwargs)
-        model, info = loaded
-        missing = sorted(k for k in info["missing_keys"] if _is_encoder_key(k, "bert"))
-        if missing:
-            unexpected = sorted(info["unexpected_keys"])
-            raise ValueError(
-                f"the checkpoint is not BERT-shaped for {cls.__name__}: {len(missing)} "
-                f"embedding/encoder weights are missing (for example {missing[:5]}); "
-                f"{len(unexpected)} checkpoint keys were not recognised (for example "
-                f"{unexpected[:5]}). Expected HF-format BERT names such as "
-                "'embeddings.word_embeddings.weight' and "
-                "'encoder.layer.0.attention.self.query.weight'."
-            )
-        return (model, info) if wants_info else model
-
 
 def _check_inputs(
     config: BertConfig,
+    dtype: torch.dtype,
     input_ids: torch.Tensor | None,
     attention_mask: torch.Tensor | None,
     token_type_ids: torch.Tensor | None,
@@ -392,6 +368,8 @@ def _check_inputs(
     if (input_ids is None) == (inputs_embeds is None):
         raise ValueError("pass exactly one of input_ids and inputs_embeds")
     if input_ids is not None:
+        if not isinstance(input_ids, torch.Tensor):
+            raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
         if input_ids.dim() != 2:
             raise ValueError(
                 f"input_ids must be (batch, sequence_length), got shape {tuple(input_ids.shape)}"
@@ -400,12 +378,15 @@ def _check_inputs(
         batch, seq_len = input_ids.shape
     else:
         assert inputs_embeds is not None
+        check_floating_tensor("inputs_embeds", inputs_embeds, dtype=dtype)
         if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != config.hidden_size:
             raise ValueError(
                 f"inputs_embeds must be (batch, sequence_length, {config.hidden_size}) "
                 f"(config.hidden_size), got shape {tuple(inputs_embeds.shape)}"
             )
         batch, seq_len = inputs_embeds.shape[:2]
+    if seq_len == 0:
+        raise ValueError("the input has no tokens (sequence_length 0); BERT needs at least one")
     if position_ids is None and seq_len > config.max_position_embeddings:
         raise ValueError(
             f"sequence length {seq_len} exceeds config.max_position_embeddings "
@@ -428,15 +409,14 @@ def _check_inputs(
                 f"shape {tuple(token_type_ids.shape)}"
             )
         check_token_ids("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size")
-    if attention_mask is not None and attention_mask.shape not in (
-        (batch, seq_len),
-        (batch, seq_len, seq_len),
-    ):
-        raise ValueError(
-            f"attention_mask must be (batch, sequence_length) = ({batch}, {seq_len}) with 1 for "
-            f"tokens to attend to and 0 for padding, or (batch, {seq_len}, {seq_len}) per query; "
-            f"got shape {tuple(attention_mask.shape)}"
-        )
+    if attention_mask is not None:
+        check_attention_mask(attention_mask)
+        if attention_mask.shape not in ((batch, seq_len), (batch, seq_len, seq_len)):
+            raise ValueError(
+                f"attention_mask must be (batch, sequence_length) = ({batch}, {seq_len}) with "
+                f"1 for tokens to attend to and 0 for padding, or (batch, {seq_len}, {seq_len}) "
+                f"per query; got shape {tuple(attention_mask.shape)}"
+            )
     return batch, seq_len
 
 
@@ -524,7 +504,13 @@ class BertModel(BertPreTrainedModel):
                 f"{config._attn_implementation!r}"
             )
         _check_inputs(
-            config, input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds
+            config,
+            self.dtype,
+            input_ids,
+            attention_mask,
+            token_type_ids,
+            position_ids,
+            inputs_embeds,
         )
         output_attentions = bool(
             output_attentions if output_attentions is not None else config.output_attentions
@@ -574,7 +560,24 @@ class BertForPreTrainingOutput(ModelOutput):
 
 
 def _mlm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.view(-1, logits.shape[-1]), labels.view(-1), ignore_index=-100)
+    """The masked-LM loss: the mean over the chosen tokens (``-100`` elsewhere)."""
+    _check_label_shape("labels", labels, tuple(logits.shape[:2]))
+    check_labels("labels", labels, logits.shape[-1], ignore=True)
+    return cross_entropy_ignoring(logits, labels)
+
+
+def _class_loss(name: str, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of one class per row of ``logits`` ``(N, K)``."""
+    _check_label_shape(name, labels, (logits.shape[0],))
+    check_labels(name, labels, logits.shape[-1], ignore=False)
+    return F.cross_entropy(logits, labels.reshape(-1))
+
+
+def _check_label_shape(name: str, labels: torch.Tensor, shape: tuple[int, ...]) -> None:
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(labels).__name__}")
+    if labels.numel() != math.prod(shape):
+        raise ValueError(f"{name} must have shape {shape}, got {tuple(labels.shape)}")
 
 
 _Output = TypeVar("_Output", bound=ModelOutput)
@@ -670,8 +673,8 @@ class BertForPreTraining(_BertWithEncoder):
         nsp_logits = self.cls.seq_relationship(out.pooler_output)
         loss = None
         if labels is not None and next_sentence_label is not None:
-            loss = _mlm_loss(logits, labels) + F.cross_entropy(
-                nsp_logits, next_sentence_label.view(-1)
+            loss = _mlm_loss(logits, labels) + _class_loss(
+                "next_sentence_label", nsp_logits, next_sentence_label
             )
         elif labels is not None or next_sentence_label is not None:
             raise ValueError(
@@ -776,7 +779,7 @@ class BertForNextSentencePrediction(_BertWithEncoder):
         )
         assert out.pooler_output is not None
         logits = self.cls.seq_relationship(out.pooler_output)
-        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
+        loss = _class_loss("labels", logits, labels) if labels is not None else None
         return _finish(
             NextSentencePredictorOutput(
                 loss=loss,
@@ -885,7 +888,9 @@ class BertForTokenClassification(_BertWithEncoder):
         logits = self.classifier(self.dropout(out.last_hidden_state))
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+            _check_label_shape("labels", labels, tuple(logits.shape[:2]))
+            check_labels("labels", labels, self.num_labels, ignore=True)
+            loss = cross_entropy_ignoring(logits, labels)
         return _finish(
             TokenClassifierOutput(
                 loss=loss,
@@ -944,11 +949,19 @@ class BertForQuestionAnswering(_BertWithEncoder):
         loss = None
         if start_positions is not None and end_positions is not None:
             ignored = start_logits.shape[1]
+            batch = start_logits.shape[0]
+            for name, positions in (("start_positions", start_positions),
+                                    ("end_positions", end_positions)):  # fmt: skip
+                _check_label_shape(name, positions, (batch,))
+                check_index_tensor(name, positions, low=0, high=None, what="a token position")
+            # positions past the sequence (an answer cut off by truncation) are ignored
             start = start_positions.view(-1).clamp(0, ignored)
             end = end_positions.view(-1).clamp(0, ignored)
+            start = start.masked_fill(start == ignored, -100)
+            end = end.masked_fill(end == ignored, -100)
             loss = (
-                F.cross_entropy(start_logits, start, ignore_index=ignored)
-                + F.cross_entropy(end_logits, end, ignore_index=ignored)
+                cross_entropy_ignoring(start_logits, start)
+                + cross_entropy_ignoring(end_logits, end)
             ) / 2
         return _finish(
             QuestionAnsweringModelOutput(
@@ -1017,7 +1030,7 @@ class BertForMultipleChoice(_BertWithEncoder):
         )
         assert out.pooler_output is not None
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
-        loss = F.cross_entropy(logits, labels.view(-1)) if labels is not None else None
+        loss = _class_loss("labels", logits, labels) if labels is not None else None
         return _finish(
             MultipleChoiceModelOutput(
                 loss=loss,

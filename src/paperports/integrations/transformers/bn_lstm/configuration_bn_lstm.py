@@ -6,6 +6,8 @@ from typing import Any
 
 from transformers import PreTrainedConfig
 
+from paperports._checks import check_float, check_int, check_probability
+
 __all__ = ["BnLstmConfig"]
 
 
@@ -37,7 +39,7 @@ class BnLstmConfig(PreTrainedConfig):
         bn_eps (`float`, *optional*, defaults to 1e-5):
             Added to the batch variances.
         classifier_dropout (`float`, *optional*, defaults to 0.0):
-            Dropout before the sequence-classification head.
+            Dropout before the sequence-classification head (`None`: 0.0).
         initializer_range (`float`, *optional*, defaults to 0.02):
             Standard deviation of the embedding and head initialisation.
 
@@ -63,20 +65,29 @@ class BnLstmConfig(PreTrainedConfig):
         forget_bias: float = 1.0,
         bn_momentum: float = 0.1,
         bn_eps: float = 1e-5,
-        classifier_dropout: float = 0.0,
+        classifier_dropout: float | None = 0.0,
         initializer_range: float = 0.02,
         **kwargs: Any,
     ) -> None:
+        who = "BnLstmConfig"
         for name, value in [
             ("vocab_size", vocab_size),
             ("hidden_size", hidden_size),
             ("num_hidden_layers", num_hidden_layers),
             ("t_max", t_max),
         ]:
-            if value < 1:
-                raise ValueError(f"{name} must be >= 1, got {value}")
-        if input_size is not None and input_size < 1:
-            raise ValueError(f"input_size must be >= 1 or None, got {input_size}")
+            check_int(name, value, minimum=1, who=who)
+        if input_size is not None:
+            check_int("input_size", input_size, minimum=1, who=who)
+        check_probability("dropout", dropout, who=who)
+        if classifier_dropout is None:
+            classifier_dropout = 0.0
+        check_probability("classifier_dropout", classifier_dropout, who=who)
+        check_float("gamma_init", gamma_init, who=who)
+        check_float("forget_bias", forget_bias, who=who)
+        check_float("bn_momentum", bn_momentum, minimum=0.0, maximum=1.0, who=who)
+        check_float("bn_eps", bn_eps, minimum=0.0, open_low=True, who=who)
+        check_float("initializer_range", initializer_range, minimum=0.0, who=who)
         self.vocab_size = vocab_size
         self.input_size = input_size if input_size is not None else hidden_size
         self.hidden_size = hidden_size

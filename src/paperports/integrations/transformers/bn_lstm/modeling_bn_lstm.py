@@ -10,17 +10,25 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-import torch.nn.functional as F
 from torch import nn
-from transformers import GenerationMixin, PreTrainedModel
+from transformers import GenerationMixin
 from transformers.modeling_outputs import (
     BaseModelOutputWithPooling,
     CausalLMOutput,
     SequenceClassifierOutput,
 )
 
+from paperports._checks import check_floating_tensor
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
-from paperports.integrations.transformers._heads import check_num_labels, check_token_ids
+from paperports.integrations.transformers._heads import (
+    CheckedPreTrainedModel,
+    check_attention_mask,
+    check_labels,
+    check_num_labels,
+    check_token_ids,
+    cross_entropy_ignoring,
+    sequence_classification_loss,
+)
 from paperports.integrations.transformers.bn_lstm.configuration_bn_lstm import BnLstmConfig
 
 __all__ = [
@@ -31,15 +39,19 @@ __all__ = [
 ]
 
 
-class BnLstmPreTrainedModel(PreTrainedModel):
+class BnLstmPreTrainedModel(CheckedPreTrainedModel):
     """Weight initialisation and loading for the BN-LSTM family.
 
     ``_init_weights`` keeps the paper's initialisation: batch-norm scales at
     ``config.gamma_init`` (transformers' default would set norm weights to 1), orthogonal
-    recurrent weights, the forget-gate bias.
+    recurrent weights, the forget-gate bias. ``from_pretrained`` raises a ``ValueError``
+    naming the keys when the checkpoint lacks weights or running statistics of the
+    embeddings or the BN-LSTM stack (a truncated checkpoint, or one of another
+    architecture), as the BERT family does; heads missing from a checkpoint are initialised.
     """
 
     config_class = BnLstmConfig
+    _required_weights = ("embeddings.", "encoder.")
     base_model_prefix = "bn_lstm"
     main_input_name = "input_ids"
 
@@ -58,6 +70,7 @@ def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> tor
     """Sequence lengths from a right-padded ``attention_mask`` ``(B, T)``."""
     if attention_mask is None:
         return None
+    check_attention_mask(attention_mask)
     if attention_mask.shape != (batch, steps):
         raise ValueError(
             f"attention_mask must have shape ({batch}, {steps}), got {tuple(attention_mask.shape)}"
@@ -110,11 +123,14 @@ class BnLstmModel(BnLstmPreTrainedModel):
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         if input_ids is not None:
+            if not isinstance(input_ids, torch.Tensor):
+                raise TypeError(f"input_ids must be a torch.Tensor, got {type(input_ids).__name__}")
             if input_ids.dim() != 2:
                 raise ValueError(f"input_ids must be (batch, time), got {tuple(input_ids.shape)}")
             check_token_ids("input_ids", input_ids, self.config.vocab_size, "vocab_size")
             inputs_embeds = self.embeddings(input_ids)
         assert inputs_embeds is not None
+        check_floating_tensor("inputs_embeds", inputs_embeds, dtype=self.dtype)
         if inputs_embeds.dim() != 3 or inputs_embeds.shape[-1] != self.config.input_size:
             raise ValueError(
                 f"inputs_embeds must be (batch, time, {self.config.input_size}) "
@@ -124,7 +140,9 @@ class BnLstmModel(BnLstmPreTrainedModel):
         lengths = _lengths(attention_mask, batch, steps)
         output, _ = self.encoder(inputs_embeds, lengths=lengths)
         assert isinstance(output, torch.Tensor)
-        if lengths is None:
+        if batch == 0:
+            last = output[:, 0] if steps else output.new_zeros(0, output.shape[-1])
+        elif lengths is None:
             last = output[:, -1]
         else:
             last = output[torch.arange(batch, device=output.device), lengths - 1]
@@ -132,8 +150,10 @@ class BnLstmModel(BnLstmPreTrainedModel):
 
 
 class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
-    """A linear classifier on the last step's hidden state; cross-entropy loss (MSE when
-    ``num_labels == 1``) when ``labels`` are given, so ``Trainer`` trains it as is."""
+    """A linear classifier on the last step's hidden state; with ``labels`` the loss follows
+    ``config.problem_type`` as in transformers (and the BERT family): MSE for one label,
+    cross-entropy for integer labels, BCE for multi-label float targets, so ``Trainer``
+    trains it as is."""
 
     def __init__(self, config: BnLstmConfig) -> None:
         super().__init__(config)
@@ -155,10 +175,7 @@ class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None
         if labels is not None:
-            if self.num_labels == 1:
-                loss = F.mse_loss(logits.squeeze(-1), labels.to(logits.dtype))
-            else:
-                loss = F.cross_entropy(logits, labels)
+            loss = sequence_classification_loss(self.config, logits, labels)
         return SequenceClassifierOutput(loss=loss, logits=logits)
 
 
@@ -189,11 +206,13 @@ class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
         logits = self.lm_head(out.last_hidden_state)
         loss = None
         if labels is not None:
-            loss = F.cross_entropy(
-                logits[:, :-1].reshape(-1, logits.shape[-1]),
-                labels[:, 1:].reshape(-1),
-                ignore_index=-100,
-            )
+            if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
+                shown = tuple(labels.shape) if isinstance(labels, torch.Tensor) else labels
+                raise ValueError(
+                    f"labels must have the inputs' shape {tuple(logits.shape[:2])}, got {shown}"
+                )
+            check_labels("labels", labels, self.config.vocab_size, ignore=True)
+            loss = cross_entropy_ignoring(logits[:, :-1], labels[:, 1:])
         return CausalLMOutput(loss=loss, logits=logits)
 
     def prepare_inputs_for_generation(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import paperports
@@ -33,14 +33,20 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
-    return value
+def _whole(minimum: int) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse
+
+
+_positive, _seed = _whole(1), _whole(0)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     _common(rep)
     rep.add_argument("--quick", action="store_true", help="a reduced budget (minutes, not hours)")
     rep.add_argument("--out", type=Path, default=Path("reports"), help="output folder")
-    rep.add_argument("--seed", type=int, default=0, help="base random seed (default: 0)")
+    rep.add_argument("--seed", type=_seed, default=0, help="base random seed (default: 0)")
     rep.add_argument(
         "--jobs",
         type=_positive,
@@ -85,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _common(ben)
     ben.add_argument("--out", type=Path, default=Path("benchmarks/results"), help="output folder")
-    ben.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    ben.add_argument("--seed", type=_seed, default=0, help="random seed (default: 0)")
     return parser
 
 

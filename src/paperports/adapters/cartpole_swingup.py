@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from paperports._checks import check_bool
 from paperports._imports import require
 
 require("sb3", "gymnasium", feature="paperports.adapters.cartpole_swingup")
@@ -53,7 +54,14 @@ def cartpole_swingup_step(state: np.ndarray, action: float | np.ndarray) -> np.n
     """One explicit Euler step of the paper's dynamics: ``[x, x_dot, theta, theta_dot]``
     after applying ``action`` (clipped to ``[-1, 1]``) for ``DT`` seconds. Works on a
     single state ``(4,)`` or a batch ``(N, 4)`` with actions ``(N,)``."""
-    x, x_dot, theta, theta_dot = np.moveaxis(np.asarray(state, dtype=np.float64), -1, 0)
+    state = np.asarray(state, dtype=np.float64)
+    if state.ndim not in (1, 2) or state.shape[-1] != 4:
+        raise ValueError(
+            f"state must be [x, x_dot, theta, theta_dot], shape (4,) or (N, 4); got {state.shape}"
+        )
+    if not np.all(np.isfinite(action)):
+        raise ValueError("action must be finite (a force in [-1, 1]); got NaN or infinity")
+    x, x_dot, theta, theta_dot = np.moveaxis(state, -1, 0)
     force = FORCE_MAG * np.clip(action, -1.0, 1.0)
     s, c = np.sin(theta), np.cos(theta)
     total = CART_MASS + POLE_MASS
@@ -109,7 +117,7 @@ class CartPoleSwingUpEnv(gym.Env[np.ndarray, np.ndarray]):
     def __init__(self, harder: bool = True, render_mode: str | None = None) -> None:
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        self.harder = harder
+        self.harder = check_bool("harder", harder, who="CartPoleSwingUpEnv")
         self.render_mode = render_mode
         high = np.array([np.inf] * 5, dtype=np.float32)
         self.observation_space = spaces.Box(-high, high, dtype=np.float32)

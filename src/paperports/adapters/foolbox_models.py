@@ -24,6 +24,10 @@ class LogitsModel(nn.Module):
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
+        if not isinstance(model, nn.Module):
+            raise TypeError(
+                f"LogitsModel: model must be a torch.nn.Module, got {type(model).__name__}"
+            )
         self.model = model
 
     def forward(self, *args: Any, **kwargs: Any) -> torch.Tensor:

@@ -142,6 +142,15 @@ class ObservationalDropoutWrapper(
         return self._masked(true_obs, True), info
 
     def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        space = self.env.action_space
+        if isinstance(space, spaces.Discrete):
+            chosen = np.asarray(action).reshape(-1)
+            if (
+                chosen.size != 1
+                or not np.issubdtype(chosen.dtype, np.integer)
+                or not space.contains(int(chosen[0]))
+            ):
+                raise ValueError(f"action must be one of the actions of {space}, got {action!r}")
         obs, reward, terminated, truncated, info = self.env.step(action)
         self._previous_action = self._encode_action(action)
         peek = bool(self.env.np_random.random() < self.peek_prob)

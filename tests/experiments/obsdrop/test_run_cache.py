@@ -4,6 +4,8 @@ reused across another budget or other code."""
 from __future__ import annotations
 
 import importlib
+import io
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -19,13 +21,22 @@ from paperports.registry import RunContext
 reproduce_module = importlib.import_module("paperports.experiments.obsdrop.reproduce")
 
 
+def _zip_of(*names: str) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for name in names:
+            archive.writestr(name, b"...")
+    return buffer.getvalue()
+
+
 def test_a_saved_run_reads_back_with_its_agent(tmp_path: Path) -> None:
     cache = RunCache(tmp_path / "runs", {"steps": 10}, "abc")
     kept, plain = AgentRun("obsdrop", 0.1, 0), AgentRun("ceiling", 1.0, 0)
     assert cache.load(kept) is None
-    cache.save(kept, {"return": 612.5, "dream": 5.0, "error": 0.03, "agent": b"zipped"})
+    agent = _zip_of("data", "policy.pth", "policy.optimizer.pth")  # what SB3's save writes
+    cache.save(kept, {"return": 612.5, "dream": 5.0, "error": 0.03, "agent": agent})
     cache.save(plain, {"return": 600.0, "dream": None, "error": None, "agent": None})
-    assert cache.load(kept) == {"return": 612.5, "dream": 5.0, "error": 0.03, "agent": b"zipped"}
+    assert cache.load(kept) == {"return": 612.5, "dream": 5.0, "error": 0.03, "agent": agent}
     assert cache.load(plain) == {"return": 600.0, "dream": None, "error": None, "agent": None}
     assert not list((tmp_path / "runs").glob("*.partial"))
     # another budget, other code or another run: not the same file

@@ -92,15 +92,77 @@ def test_budget_caps_the_fraction_of_features_changed(digits8, pairwise: bool) -
     assert SaliencyMapAttack(max_perturbation=0.145).max_steps(784) == 56  # the paper's MNIST
 
 
-def test_finite_l0_epsilons_are_respected(digits8) -> None:  # type: ignore[no-untyped-def]
+def test_each_epsilon_is_judged_on_its_own_as_a_run_with_that_budget(digits8) -> None:  # type: ignore[no-untyped-def]
+    """epsilons=[5, 20] once gave both rows the 5-feature result; [5, None] raised."""
     model, x, y = digits8
-    t = other_targets(y, seed=3)
-    raws, _, succ = SaliencyMapAttack(max_perturbation=0.5)(
-        fmodel(model), x, Targeted(t), epsilons=[4.0, 10.0]
-    )
-    assert succ.shape == (2, len(x))
-    assert _l0(x, raws[0]).max() <= 4
-    assert (succ[1] >= succ[0]).all()  # a larger budget never loses a success
+    t = Targeted(other_targets(y, seed=3))
+    attack = SaliencyMapAttack(max_perturbation=0.5)
+    fm = fmodel(model)
+    raws, clipped, succ = attack(fm, x, t, epsilons=[4, 10, None])
+    assert succ.shape == (3, len(x)) and len(raws) == len(clipped) == 3
+    for k, eps in enumerate([4, 10]):
+        _, alone_clipped, alone_succ = attack(fm, x, t, epsilons=eps)
+        assert torch.equal(clipped[k], alone_clipped) and torch.equal(succ[k], alone_succ)
+        assert _l0(x, clipped[k]).max() <= eps
+    unbounded = attack(fm, x, t, epsilons=None)
+    assert torch.equal(clipped[2], unbounded[1]) and torch.equal(succ[2], unbounded[2])
+    assert all(torch.equal(r, unbounded[0]) for r in raws)  # raw: the longest run, as foolbox's
+    assert (succ[1] >= succ[0]).all() and (succ[2] >= succ[1]).all()
+    assert succ[1].sum() > succ[0].sum()  # a larger budget wins more here
+    # the same budget as a fraction of the 64 features: 10 / 64 < 0.16
+    _, frac_clipped, frac_succ = attack(fm, x, t, epsilons=[0.16])
+    assert torch.equal(frac_clipped[0], clipped[1]) and torch.equal(frac_succ[0], succ[1])
+
+
+@pytest.mark.parametrize(
+    ("epsilons", "error", "match"),
+    [
+        ([5, 0.1], ValueError, "mix counts of features and fractions"),
+        ([-1], ValueError, "must be >= 0"),
+        ([float("nan")], ValueError, "must be >= 0"),
+        (1.0, ValueError, "1.0 is ambiguous"),
+        ([2.5], ValueError, "whole count of features or a fraction"),
+        (["5"], TypeError, "must be None, a count of features or a fraction"),
+    ],
+)
+def test_ambiguous_or_impossible_epsilons_are_refused(  # type: ignore[no-untyped-def]
+    digits8, epsilons: object, error: type, match: str
+) -> None:
+    model, x, y = digits8
+    with pytest.raises(error, match=match):
+        SaliencyMapAttack()(fmodel(model), x[:2], Targeted(other_targets(y[:2])), epsilons=epsilons)
+
+
+def test_results_have_the_layout_of_foolboxs_own_attacks(digits8) -> None:  # type: ignore[no-untyped-def]
+    """foolbox's L0 Brendel-Bethge attack needs numba, which is not installed; its
+    layout is MinimizationAttack.__call__'s, which _NoInit runs (it never perturbs, so
+    foolbox can clip to any epsilon); PointwiseAttack is foolbox's own L0 attack."""
+    model, x, y = digits8
+    x, t = x[:3], Targeted(other_targets(y[:3]))
+    fm = fmodel(model)
+    for epsilons in ([2, 8, None], [5], 8, None):
+        ours = SaliencyMapAttack(steps=3)(fm, x, t, epsilons=epsilons)
+        theirs = _NoInit()(fm, x, t, epsilons=epsilons)
+        for a, b in zip(ours, theirs, strict=True):
+            assert type(a) is type(b)
+            if isinstance(a, list):
+                assert [e.shape for e in a] == [e.shape for e in b]
+            else:
+                assert a.shape == b.shape and a.dtype == b.dtype
+    pointwise = fb.attacks.PointwiseAttack()
+    theirs = pointwise(fm, x, fb.criteria.Misclassification(y[:3]), epsilons=[None])
+    ours = SaliencyMapAttack(steps=3)(fm, x, fb.criteria.Misclassification(y[:3]), epsilons=[None])
+    assert [e.shape for e in ours[1]] == [e.shape for e in theirs[1]]
+    assert ours[2].shape == theirs[2].shape
+
+
+class _NoInit(fb.attacks.base.MinimizationAttack):
+    """An initialisation that returns the inputs: enough for foolbox to build its results."""
+
+    distance = fb.distances.l0
+
+    def run(self, model, inputs, criterion, *, early_stop=None, **kwargs):  # type: ignore[no-untyped-def]
+        return inputs
 
 
 def test_features_stay_in_bounds_and_move_only_in_thetas_direction() -> None:

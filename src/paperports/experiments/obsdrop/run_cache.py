@@ -15,6 +15,8 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import warnings
+import zipfile
 from dataclasses import asdict
 from importlib.metadata import version
 from pathlib import Path
@@ -91,13 +93,27 @@ class RunCache:
         return self.folder / f"{readable}_{digest}.json"
 
     def load(self, run: Any) -> dict[str, Any] | None:
-        """``run``'s saved result, or ``None`` if it has not finished at this budget and code."""
+        """``run``'s saved result, or ``None`` if it has not finished at this budget and code.
+
+        A damaged entry (a JSON file that does not parse, a missing agent, an agent ``.zip``
+        that is not a zip or lacks a part SB3's ``load`` needs) counts as not finished: a
+        ``RuntimeWarning`` names the file and what is wrong, and the run trains again."""
         path = self.path(run)
         if not path.exists():
             return None
-        result: dict[str, Any] = json.loads(path.read_text())
         agent = path.with_suffix(".zip")
-        result["agent"] = agent.read_bytes() if result.pop("has_agent") else None
+        try:
+            result: dict[str, Any] = json.loads(path.read_text())
+            has_agent = bool(result.pop("has_agent"))
+        except (ValueError, KeyError, UnicodeDecodeError) as err:
+            _damaged(path, f"it does not hold a result ({type(err).__name__}: {err})")
+            return None
+        if has_agent:
+            problem = _agent_problem(agent)
+            if problem is not None:
+                _damaged(agent, problem)
+                return None
+        result["agent"] = agent.read_bytes() if has_agent else None
         return result
 
     def save(self, run: Any, result: dict[str, Any]) -> None:
@@ -112,3 +128,24 @@ class RunCache:
         partial = path.with_suffix(".json.partial")
         partial.write_text(json.dumps(fields | {"has_agent": agent is not None}, indent=1))
         partial.replace(path)
+
+
+_AGENT_PARTS = ("data", "policy.pth", "policy.optimizer.pth")
+"""What SB3's ``save`` writes into its zip and its ``load`` reads back."""
+
+
+def _agent_problem(agent: Path) -> str | None:
+    """What is wrong with a saved agent's zip, or ``None``."""
+    if not agent.is_file():
+        return "the agent's zip is missing"
+    if not zipfile.is_zipfile(agent):
+        return "the agent's file is not a zip (empty or truncated?)"
+    with zipfile.ZipFile(agent) as archive:
+        missing = [part for part in _AGENT_PARTS if part not in archive.namelist()]
+    if missing:
+        return f"the agent's zip lacks {missing}, which SB3's load needs"
+    return None
+
+
+def _damaged(path: Path, problem: str) -> None:
+    warnings.warn(f"{path}: {problem}; the run trains again", RuntimeWarning, stacklevel=3)

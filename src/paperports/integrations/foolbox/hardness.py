@@ -125,7 +125,9 @@ def hardness_matrix(
             "l0_fraction, source and target must be 1-D of the same length; got shapes "
             f"{d.shape}, {s.shape}, {t.shape}"
         )
-    if d.dtype.kind not in "fiu" or not np.all(np.isfinite(d)) or np.any((d < 0) | (d > 1)):
+    if d.dtype.kind not in "fiu":
+        raise TypeError(f"l0_fraction must hold numbers, got dtype {d.dtype}")
+    if not np.all(np.isfinite(d)) or np.any((d < 0) | (d > 1)):
         raise ValueError(
             "l0_fraction must hold the fraction of features each sample changed, finite "
             f"numbers in [0, 1]; got values in [{np.nanmin(d) if d.size else 0}, "

@@ -41,7 +41,7 @@ from typing import Any, Literal
 import eagerpy as ep
 from foolbox.models import Model
 
-from paperports._checks import DtypeError
+from paperports._checks import DtypeError, check_int
 
 __all__ = [
     "Outputs",
@@ -253,6 +253,7 @@ def best_features(a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Ten
         ``(p, found)``: the chosen feature ``(N,)`` and whether a feature with
         :math:`a_p > 0, b_p < 0` exists ``(N,)``.
     """
+    _check_search_inputs(a, b, domain)
     valid = ep.logical_and(domain, ep.logical_and(a > 0, b < 0))
     score = ep.where(valid, a * (-b), ep.full_like(a, -ep.inf))
     return score.argmax(axis=-1), valid.any(axis=-1)
@@ -297,8 +298,9 @@ def best_pairs(
     Returns:
         ``(p, q, found)``, each ``(N,)``; where ``found`` is false no pair satisfies the rule.
     """
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    check_int("chunk_size", chunk_size, minimum=1, who="best_pairs")
+    check_int("tie_candidates", tie_candidates, minimum=1, who="best_pairs")
+    _check_search_inputs(a, b, domain)
     n_rows, n = a.shape
     zero_key = ep.zeros(a, (n_rows,)).astype(int)
     score = ep.full(a, (n_rows,), -ep.inf)
@@ -334,6 +336,16 @@ def best_pairs(
     key = ep.where(found, key, zero_key)
     p = key // n
     return p, key - p * n, found
+
+
+def _check_search_inputs(a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> None:
+    if a.ndim != 2 or b.shape != a.shape or domain.shape != a.shape:
+        raise ValueError(
+            f"a, b and domain must be (N, n) of one shape, got {a.shape}, {b.shape} and "
+            f"{domain.shape}"
+        )
+    if "bool" not in str(domain.dtype):
+        raise DtypeError(f"domain must be boolean, got dtype {domain.dtype}")
 
 
 def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:

@@ -7,8 +7,15 @@ from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 import eagerpy as ep
-from foolbox.attacks.base import MinimizationAttack, T, get_criterion, raise_if_kwargs
-from foolbox.criteria import Misclassification, TargetedMisclassification
+import numpy as np
+from foolbox.attacks.base import (
+    MinimizationAttack,
+    T,
+    get_criterion,
+    get_is_adversarial,
+    raise_if_kwargs,
+)
+from foolbox.criteria import Criterion, Misclassification, TargetedMisclassification
 from foolbox.distances import l0
 from foolbox.models import Model
 
@@ -51,9 +58,19 @@ class SaliencyMapAttack(MinimizationAttack):
 
     Every input of the batch advances together; finished inputs stop changing. The result
     is an L0 minimisation: ``raw, clipped, success = attack(fmodel, x, criterion,
-    epsilons=None)``. With finite L0 ``epsilons`` (numbers of features), the attack never
-    changes more than ``min(epsilons)`` features, because foolbox cannot clip an L0
-    perturbation after the fact.
+    epsilons=None)``.
+
+    Epsilons, foolbox's convention: the attack runs once, and each epsilon of a list is
+    judged on its own, as if the attack had run with that budget: ``clipped[k]`` is what
+    a run limited to ``epsilons[k]`` features returns (the attack is greedy, so that run is
+    a prefix of the longest one) and ``success[k]`` whether it is adversarial; ``None``
+    (or ``inf``) is the unbounded result. An epsilon is a count of features (an integer,
+    or a whole float >= 2) or a fraction of the features (a float in ``(0, 1)``, rounded
+    down); ``0`` allows no change. A list mixing counts and fractions, negative values,
+    NaN and the ambiguous ``1.0`` are refused. ``raw`` is the longest run's result for
+    every epsilon, as foolbox's minimisation attacks return it. No epsilon lets the attack
+    change more than ``max_perturbation`` of the features: raise that for a curve that
+    goes further.
 
     Criteria:
         * :class:`foolbox.criteria.TargetedMisclassification`: the paper's targeted attack.
@@ -128,23 +145,57 @@ class SaliencyMapAttack(MinimizationAttack):
     def __call__(  # type: ignore[override,misc]
         self, model: Model, inputs: T, criterion: Any, *, epsilons: Any, **kwargs: Any
     ) -> Any:
+        """``raw, clipped, success`` for ``epsilons`` (see the class docstring): lists of
+        one tensor per epsilon and a ``(K, N)`` success tensor for a list, single tensors
+        and ``(N,)`` for one epsilon, as foolbox's attacks return them."""
+        if kwargs:
+            raise TypeError(
+                f"SaliencyMapAttack got unexpected keyword arguments {sorted(kwargs)}; it takes "
+                "model, inputs, criterion and epsilons"
+            )
+        if not isinstance(criterion, Criterion):
+            try:  # foolbox reads a tensor of labels as Misclassification(labels)
+                ep.astensor(criterion)
+            except ValueError:
+                raise TypeError(
+                    "criterion must be a foolbox criterion (TargetedMisclassification or "
+                    f"Misclassification) or a tensor of labels, got {type(criterion).__name__}"
+                ) from None
         # foolbox's __call__ checks the bounds with a bare `assert`; check first, with a message.
         x, restore_type = ep.astensor_(inputs)
         _verify_bounds(x, model)
+        iterable = isinstance(epsilons, Iterable) and not isinstance(epsilons, str)
+        listed = list(epsilons) if iterable else [epsilons]
+        n_features = math.prod(x.shape[1:])
+        counts = epsilon_counts(listed, n_features)
         if x.shape[0] == 0:  # an empty batch: empty results, in foolbox's layout
-            iterable = isinstance(epsilons, Iterable)
-            k = len(epsilons) if iterable else 1
-            success = restore_type(ep.zeros(x, (k, 0) if iterable else (0,)).bool())
-            if iterable:
-                return [inputs] * k, [inputs] * k, success
-            return inputs, inputs, success
-        return super().__call__(model, inputs, criterion, epsilons=epsilons, **kwargs)
+            success = ep.zeros(x, (len(listed), 0)).bool()
+        else:
+            criterion_ = get_criterion(criterion)
+            is_adversarial = get_is_adversarial(criterion_, model)
+            budget = self.budget(n_features)
+            if None not in counts:
+                budget = min(budget, max(c for c in counts if c is not None))
+            thresholds = sorted({c for c in counts if c is not None})
+            xp, snapshots = self._attack(model, x, criterion_, budget, thresholds)
+            clipped = [xp if c is None else snapshots[thresholds.index(c)] for c in counts]
+            success = ep.stack([is_adversarial(xc) for xc in clipped])
+            x = xp
+        raw_ = restore_type(x)
+        clipped_ = [restore_type(c) for c in clipped] if x.shape[0] else [raw_] * len(listed)
+        if iterable:
+            return [raw_] * len(listed), clipped_, restore_type(success)
+        return raw_, clipped_[0], restore_type(success[0])
 
     def max_steps(self, num_features: int) -> int:
         """The number of steps the attack may take on inputs of ``num_features`` features."""
         per_step = 2 if self.pairwise else 1
         paper = math.floor(num_features * self.max_perturbation / per_step)
         return max(1, paper) if self.steps is None else self.steps
+
+    def budget(self, num_features: int) -> int:
+        r"""The most features the attack changes: :math:`\lfloor n \Upsilon \rfloor`."""
+        return math.floor(num_features * self.max_perturbation)
 
     def run(
         self,
@@ -155,12 +206,30 @@ class SaliencyMapAttack(MinimizationAttack):
         early_stop: float | None = None,
         **kwargs: Any,
     ) -> T:
+        """The attack's result with foolbox's ``run`` signature; ``early_stop``, a count of
+        features, caps the budget."""
         raise_if_kwargs(kwargs)
         x0, restore_type = ep.astensor_(inputs)
         criterion_ = get_criterion(criterion)
         del inputs, criterion, kwargs
         _verify_bounds(x0, model)
+        budget = self.budget(math.prod(x0.shape[1:]))
+        if early_stop is not None:
+            budget = min(budget, math.floor(early_stop))
+        xp, _ = self._attack(model, x0, criterion_, budget, [])
+        return restore_type(xp)
 
+    def _attack(
+        self,
+        model: Model,
+        x0: ep.Tensor,
+        criterion: Criterion,
+        budget: int,
+        thresholds: list[int],
+    ) -> tuple[ep.Tensor, list[ep.Tensor]]:
+        """The attack with at most ``budget`` changed features; also, for each of the
+        ``thresholds`` (counts of features, each at most ``budget``), what a run with that
+        budget returns: the state at which it would have stopped."""
         shape = x0.shape
         n_inputs = shape[0]
         x0f = x0.flatten(start=1)
@@ -171,18 +240,16 @@ class SaliencyMapAttack(MinimizationAttack):
         delta = self.theta * (max_ - min_)
 
         z = class_scores(model, x.reshape(shape))
-        mode, classes = _criterion_classes(criterion_, n_inputs, z.shape[1])
+        mode, classes = _criterion_classes(criterion, n_inputs, z.shape[1])
         del z
 
-        budget = math.floor(n * self.max_perturbation)
-        if early_stop is not None:
-            budget = min(budget, math.floor(early_stop))
         per_step = 2 if self.pairwise else 1
-
         domain = x < max_ if sign > 0 else x > min_
         changed = ep.zeros(x, x.shape).bool()
         active = ep.ones(x, (n_inputs,)).bool()
         all_rows = ep.arange(x, n_inputs)
+        snapshots = [x for _ in thresholds]  # the state where each smaller budget stops
+        frozen = [ep.zeros(x, (n_inputs,)).bool() for _ in thresholds]
         for _ in range(self.max_steps(n)):
             idx = all_rows[active]
             if len(idx) == 0:
@@ -196,8 +263,17 @@ class SaliencyMapAttack(MinimizationAttack):
             )
             pred = z.argmax(axis=-1)
             done = pred == cls if mode == "targeted" else pred != cls
-            room = changed[idx].astype(int).sum(axis=-1) + per_step <= budget
-            go = ep.logical_and(ep.logical_not(done), room)
+            used = changed[idx].astype(int).sum(axis=-1)
+            not_done = ep.logical_not(done)
+            for k, threshold in enumerate(thresholds):  # a run with this budget stops here
+                stops = ep.logical_and(not_done, used + per_step > threshold)
+                stops = ep.logical_and(stops, ep.logical_not(frozen[k][idx]))
+                if bool(stops.any().item()):
+                    stopped = idx[stops]
+                    snapshots[k] = set_rows(snapshots[k], stopped, x[stopped])
+                    frozen[k] = set_rows(frozen[k], stopped, ep.ones(x, (len(stopped),)).bool())
+            room = used + per_step <= budget
+            go = ep.logical_and(not_done, room)
             # search only the rows that will step: a finished row's search is wasted work
             sel = ep.arange(x, len(idx))[go]
             rows = idx[sel]
@@ -218,7 +294,9 @@ class SaliencyMapAttack(MinimizationAttack):
             domain = set_rows(domain, rows, ep.logical_and(domain[rows], not_reached))
             newly = ep.logical_or(changed[rows], xr_new != x0f[rows])
             changed = set_rows(changed, rows, newly)
-        return restore_type(x.reshape(shape))
+        # rows a smaller budget never stopped ended as the longest run did
+        final = [ep.where(f[:, None], snap, x) for f, snap in zip(frozen, snapshots, strict=True)]
+        return x.reshape(shape), [f.reshape(shape) for f in final]
 
     def _pick(self, a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
         """Boolean ``(N, n)`` of the features to change, and whether any was found ``(N,)``."""
@@ -243,6 +321,59 @@ class SaliencyMapAttack(MinimizationAttack):
 
 JSMA = SaliencyMapAttack
 """Alias of :class:`SaliencyMapAttack`."""
+
+
+def epsilon_counts(epsilons: list[Any], num_features: int) -> list[int | None]:
+    """The L0 budgets, in features, that ``epsilons`` name (``None``: no limit).
+
+    An epsilon is ``None`` or ``inf`` (no limit), a count (an integer, or a whole float of
+    at least 2) or a fraction of the ``num_features`` (a float in ``(0, 1)``, rounded
+    down). Refused: negative values, NaN, other types, ``1.0`` (one feature, or all of
+    them?) and a list mixing counts and fractions.
+    """
+    counts: list[int | None] = []
+    kinds = set()
+    for k, eps in enumerate(epsilons):
+        name = f"epsilons[{k}]" if len(epsilons) > 1 else "epsilons"
+        if eps is None:
+            counts.append(None)
+            continue
+        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.integer, np.floating)):
+            raise TypeError(
+                f"{name} must be None, a count of features or a fraction of them; got "
+                f"{type(eps).__name__}"
+            )
+        value = float(eps)
+        if math.isnan(value) or value < 0:
+            raise ValueError(f"{name} must be >= 0 (an L0 budget), got {eps}")
+        if math.isinf(value):
+            counts.append(None)
+            continue
+        if isinstance(eps, (int, np.integer)) or value == 0:
+            if value:  # 0 is both a count and a fraction
+                kinds.add("count")
+            counts.append(int(value))
+        elif value < 1:
+            kinds.add("fraction")
+            counts.append(math.floor(value * num_features))
+        elif value == 1:
+            raise ValueError(
+                f"{name} = 1.0 is ambiguous for an L0 budget: pass 1 for one feature, or None "
+                "for no limit"
+            )
+        elif value.is_integer():
+            kinds.add("count")
+            counts.append(int(value))
+        else:
+            raise ValueError(
+                f"{name} must be a whole count of features or a fraction in (0, 1), got {eps}"
+            )
+    if len(kinds) > 1:
+        raise ValueError(
+            "epsilons mix counts of features and fractions of them; use one kind, e.g. "
+            f"[5, 10, 20] or [0.01, 0.05, 0.1]; got {list(epsilons)}"
+        )
+    return counts
 
 
 def _verify_bounds(x: ep.Tensor, model: Model) -> None:

@@ -151,7 +151,12 @@ class GatedGraphConv(MessagePassing):
         bias = check_bool("bias", bias, who=who)
         propagation_bias = check_bool("propagation_bias", propagation_bias, who=who)
         check_choice("gru", gru, ("paper", "torch"), who=who)
-        super().__init__(aggr=aggr, **kwargs)
+        try:
+            super().__init__(aggr=aggr, **kwargs)
+        except ValueError as err:  # PyG's resolver does not name the argument
+            raise ValueError(
+                f"{who}: aggr {aggr!r} is not an aggregation PyG knows: {err}"
+            ) from err
         self.out_channels = out_channels
         self.num_layers = num_layers
         self.num_edge_types = num_edge_types
@@ -288,6 +293,7 @@ class GatedGraphConv(MessagePassing):
         keeps every PyG feature the call relies on."""
         return (
             not torch.compiler.is_compiling()
+            and not x.is_meta  # the CSR route counts edges (bincount): no meta kernel
             and not self.explain
             and x.dtype in _SPARSE_DTYPES
             and (edge_weight is None or not edge_weight.requires_grad)

@@ -57,9 +57,11 @@ def _graph_args(
         raise TypeError(f"data.x must be a real tensor of annotations, got {type(x).__name__}")
     x = x.to(dtype)
     batch = getattr(data, "batch", None)
-    if batch is None:
-        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
     ptr = getattr(data, "ptr", None)
+    if batch is None:  # one graph
+        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        if ptr is None:
+            ptr = torch.tensor([0, x.size(0)], device=x.device)
     if ptr is None:
         counts = torch.bincount(batch)
         ptr = torch.cat([counts.new_zeros(1), counts.cumsum(0)])

@@ -7,7 +7,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from paperports._checks import check_bool, check_int
+from paperports._checks import check_bool, check_floating_tensor, check_int
 
 __all__ = ["PaperGRUCell"]
 
@@ -59,6 +59,8 @@ class PaperGRUCell(nn.Module):
             nn.init.uniform_(weight, -bound, bound)
 
     def forward(self, input: Tensor, hx: Tensor) -> Tensor:
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            self._check(input, hx)
         size = self.hidden_size
         gi = nn.functional.linear(input, self.weight_ih, self.bias_ih)
         bias_hh = self.bias_hh
@@ -76,6 +78,21 @@ class PaperGRUCell(nn.Module):
             )
         )
         return hx + z * (candidate - hx)
+
+    @torch.jit.unused
+    def _check(self, input: Tensor, hx: Tensor) -> None:
+        dtype = self.weight_ih.dtype
+        check_floating_tensor("input", input, dtype=dtype, who="PaperGRUCell", module="cell")
+        check_floating_tensor("hx", hx, dtype=dtype, who="PaperGRUCell", module="cell")
+        if input.dim() != 2 or input.size(-1) != self.input_size:
+            raise ValueError(
+                f"PaperGRUCell: input must be (batch, {self.input_size}), got {tuple(input.shape)}"
+            )
+        if tuple(hx.shape) != (input.size(0), self.hidden_size):
+            raise ValueError(
+                f"PaperGRUCell: hx must be ({input.size(0)}, {self.hidden_size}), got "
+                f"{tuple(hx.shape)}"
+            )
 
     def extra_repr(self) -> str:
         return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"

@@ -8,9 +8,24 @@ from torch import Tensor, nn
 from torch_geometric.nn.aggr import Aggregation
 from torch_geometric.utils import softmax
 
-from paperports._checks import check_index_tensor, check_int, values_known
+from paperports._checks import check_floating_tensor, check_index_tensor, check_int, values_known
 
 # No __all__ here either: keep the module importable the way PyG's templates expect.
+
+
+@torch.jit.unused
+def _check_graph_index(
+    num_nodes: int, index: Optional[Tensor], num_graphs: Optional[int], who: str
+) -> None:
+    """``index`` (PyG's ``batch`` vector): one graph id per node, in ``[0, num_graphs)``."""
+    if index is None:
+        return
+    if index.dim() != 1 or index.numel() != num_nodes:
+        raise ValueError(
+            f"{who}: index (the batch vector) must hold one graph per node, ({num_nodes},); got "
+            f"shape {tuple(index.shape)}"
+        )
+    check_index_tensor("index", index, low=0, high=num_graphs, what="num_graphs", who=who)
 
 
 class GatedGraphReadout(Aggregation):
@@ -58,11 +73,17 @@ class GatedGraphReadout(Aggregation):
         dim: int = -2,
         max_num_elements: Optional[int] = None,
     ) -> Tensor:
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            check_floating_tensor(
+                "x", x, dtype=self.i.weight.dtype, who="GatedGraphReadout", module="readout"
+            )
         if x.size(-1) != self.in_channels:
             raise ValueError(
                 f"GatedGraphReadout expects {self.in_channels} channels ([h_v, x_v]), got "
                 f"{x.size(-1)}"
             )
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            _check_graph_index(x.size(0), index, dim_size, "GatedGraphReadout")
         gated = torch.sigmoid(self.i(x)) * torch.tanh(self.j(x))
         return torch.tanh(self.reduce(gated, index, ptr, dim_size, dim, reduce="sum"))
 
@@ -107,6 +128,13 @@ class NodeSelection(nn.Module):
         num_graphs: Optional[int] = None,
     ) -> Tensor:
         """Per-node log-probabilities ``(num_nodes,)``, normalised within each graph."""
+        first = next(self.g.parameters())
+        check_floating_tensor("x", x, dtype=first.dtype, who="NodeSelection", module="layer")
+        if x.dim() != 2 or x.size(-1) != first.size(-1):
+            raise ValueError(
+                f"NodeSelection: x must be (num_nodes, {first.size(-1)}), got {tuple(x.shape)}"
+            )
+        _check_graph_index(x.size(0), index, num_graphs, "NodeSelection")
         scores: Tensor = self.g(x).squeeze(-1)
         if index is None and ptr is None:
             return scores.log_softmax(dim=0)
@@ -140,6 +168,9 @@ class NodeSelection(nn.Module):
     def predict(log_probs: Tensor, index: Tensor, num_graphs: int) -> Tensor:
         """The selected node of each graph, as an index within its graph."""
         from torch_geometric.utils import scatter
+
+        num_graphs = check_int("num_graphs", num_graphs, minimum=0, who="NodeSelection.predict")
+        _check_graph_index(log_probs.size(0), index, num_graphs, "NodeSelection.predict")
 
         best = scatter(log_probs, index, dim=0, dim_size=num_graphs, reduce="max")
         is_best = log_probs >= best[index]

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from gymnasium import spaces
 
+from paperports._checks import check_bool, check_int
 from paperports.adapters.cartpole_swingup import X_THRESHOLD, draw_cartpole, swingup_reward
 from paperports.integrations.sb3.world_models import WorldModel
 
@@ -26,12 +27,22 @@ __all__ = ["WorldModelEnv", "cartpole_reward", "cartpole_terminated"]
 
 def cartpole_reward(obs: np.ndarray) -> float:
     """The swing-up reward read off an observation ``[x, x_dot, cos, sin, theta_dot]``."""
+    _check_observation(obs)
     return swingup_reward(float(obs[0]), float(np.clip(obs[2], -1.0, 1.0)))
 
 
 def cartpole_terminated(obs: np.ndarray) -> bool:
     """The swing-up's end: the cart off the track."""
+    _check_observation(obs)
     return bool(abs(float(obs[0])) > X_THRESHOLD)
+
+
+def _check_observation(obs: np.ndarray) -> None:
+    if np.shape(obs) != (5,):
+        raise ValueError(
+            f"obs must be a swing-up observation [x, x_dot, cos, sin, theta_dot] of shape (5,), "
+            f"got shape {np.shape(obs)}"
+        )
 
 
 class WorldModelEnv(gym.Env[np.ndarray, np.ndarray]):
@@ -63,6 +74,21 @@ class WorldModelEnv(gym.Env[np.ndarray, np.ndarray]):
         track_truth: bool = False,
         render_mode: str | None = None,
     ) -> None:
+        who = "WorldModelEnv"
+        if not isinstance(world_model, WorldModel):
+            raise TypeError(
+                f"{who}: world_model must be a WorldModel (e.g. the policy's .world_model), "
+                f"got {type(world_model).__name__}"
+            )
+        if not isinstance(real_env, gym.Env):
+            raise TypeError(
+                f"{who}: real_env must be a gymnasium.Env, got {type(real_env).__name__}"
+            )
+        for name, fn in (("reward_fn", reward_fn), ("terminated_fn", terminated_fn)):
+            if not callable(fn):
+                raise TypeError(f"{who}: {name} must be callable, got {type(fn).__name__}")
+        max_episode_steps = check_int("max_episode_steps", max_episode_steps, minimum=1, who=who)
+        track_truth = check_bool("track_truth", track_truth, who=who)
         space = real_env.observation_space
         if not isinstance(space, spaces.Box) or len(space.shape) != 1:
             raise ValueError(f"WorldModelEnv needs a flat Box observation space, got {space}")
@@ -75,8 +101,6 @@ class WorldModelEnv(gym.Env[np.ndarray, np.ndarray]):
             raise ValueError("WorldModelEnv supports Box action spaces")
         if render_mode not in (None, "rgb_array"):
             raise ValueError(f"render_mode must be None or 'rgb_array', got {render_mode!r}")
-        if max_episode_steps < 1:
-            raise ValueError(f"max_episode_steps must be >= 1, got {max_episode_steps}")
         self.world_model = world_model.eval()
         self.real_env = real_env
         self.reward_fn = reward_fn
@@ -103,8 +127,16 @@ class WorldModelEnv(gym.Env[np.ndarray, np.ndarray]):
     @torch.no_grad()
     def step(self, action: np.ndarray) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
         assert isinstance(self.action_space, spaces.Box)
+        try:
+            raw = np.asarray(action, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise TypeError(f"action must be numbers, got {type(action).__name__}") from None
+        if raw.size != int(np.prod(self.action_space.shape)) or not np.all(np.isfinite(raw)):
+            raise ValueError(
+                f"action must be {self.action_space.shape} finite numbers, got {raw.tolist()}"
+            )
         applied = np.clip(
-            np.asarray(action, dtype=np.float32), self.action_space.low, self.action_space.high
+            raw.reshape(self.action_space.shape), self.action_space.low, self.action_space.high
         )
         weight = next(self.world_model.parameters(), None)  # M may live on a GPU
         device = weight.device if weight is not None else None

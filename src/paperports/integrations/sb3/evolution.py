@@ -58,11 +58,22 @@ def acting_parameters(policy: ObservationalDropoutPolicy) -> list[torch.nn.Param
     return [p for module in modules for p in module.parameters()]
 
 
+def _check_policy(policy: Any, who: str) -> None:
+    if not isinstance(policy, ObservationalDropoutPolicy):
+        raise TypeError(
+            f"{who}: policy must be an ObservationalDropoutPolicy (e.g. model.policy), got "
+            f"{type(policy).__name__}"
+        )
+
+
 @torch.no_grad()
 def episode_return(
     policy: ObservationalDropoutPolicy, env: gym.Env[Any, Any], seed: int, max_steps: int
 ) -> float:
     """Return of one deterministic episode of ``policy`` in the wrapped ``env``."""
+    _check_policy(policy, "episode_return")
+    seed = check_int("seed", seed, who="episode_return")
+    max_steps = check_int("max_steps", max_steps, minimum=1, who="episode_return")
     obs, _ = env.reset(seed=seed)
     state, start, total = None, np.array([True]), 0.0
     for _ in range(max_steps):
@@ -105,6 +116,7 @@ def population_returns(
     return is the one :func:`episode_return` gives with its parameters loaded (the same
     episodes, the same actions up to floating-point rounding); the policy is left as it was.
     """
+    _check_policy(policy, "population_returns")
     params = acting_parameters(policy)
     candidates = np.asarray(candidates)
     sizes = [p.numel() for p in params]
@@ -193,11 +205,7 @@ def train_with_cma(
     import cma
 
     who = "train_with_cma"
-    if not isinstance(policy, ObservationalDropoutPolicy):
-        raise TypeError(
-            f"{who}: policy must be an ObservationalDropoutPolicy (e.g. model.policy), got "
-            f"{type(policy).__name__}"
-        )
+    _check_policy(policy, who)
     if not callable(make_env):
         raise TypeError(f"{who}: make_env must build an environment, got {type(make_env).__name__}")
     generations = check_int("generations", generations, minimum=1, who=who)

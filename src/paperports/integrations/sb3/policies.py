@@ -38,7 +38,7 @@ from stable_baselines3.common.torch_layers import MlpExtractor
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
-from paperports._checks import check_bool, check_float
+from paperports._checks import check_bool, check_float, check_int
 from paperports.integrations.sb3.world_models import CartPoleWorldModel, MlpWorldModel, WorldModel
 
 __all__ = ["ObservationalDropoutPolicy", "WorldModelCore"]
@@ -69,6 +69,21 @@ def _is_dropout_layout(space: spaces.Box, obs_size: int, exposed: bool) -> bool:
         and bool(np.array_equal(np.minimum(low, 0.0), space.low[:obs_size]))
         and bool(np.array_equal(np.maximum(high, 0.0), space.high[:obs_size]))
     )
+
+
+def _check_net_arch(net_arch: Any, who: str) -> None:
+    """``None``, a list of layer widths, or ``dict(pi=[...], vf=[...])``, as SB3 takes it."""
+    if net_arch is None:
+        return
+    lists = net_arch.items() if isinstance(net_arch, dict) else [("net_arch", net_arch)]
+    for name, widths in lists:
+        where = name if name == "net_arch" else f"net_arch[{name!r}]"
+        if not isinstance(widths, (list, tuple)):
+            raise TypeError(
+                f"{who}: {where} must be a list of layer widths, got {type(widths).__name__}"
+            )
+        for i, width in enumerate(widths):
+            check_int(f"{where}[{i}]", width, minimum=1, who=who)
 
 
 class WorldModelCore(nn.Module):
@@ -220,6 +235,12 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             ("critic_reads_belief", critic_reads_belief),
         ]:
             check_bool(name, flag, who=who)
+        _check_net_arch(net_arch, who)
+        if not (isinstance(activation_fn, type) and issubclass(activation_fn, nn.Module)):
+            raise TypeError(
+                f"{who}: activation_fn must be an nn.Module class (e.g. torch.nn.Tanh), got "
+                f"{activation_fn!r}"
+            )
         if world_model_kwargs is not None and not isinstance(world_model_kwargs, dict):
             raise TypeError(
                 f"{who}: world_model_kwargs must be a dict, got {type(world_model_kwargs).__name__}"
@@ -426,7 +447,7 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         try:
             with torch.no_grad():
                 out = model(torch.zeros(2, self.obs_size), torch.zeros(2, self.action_size))
-        except RuntimeError as err:
+        except (RuntimeError, ValueError) as err:
             raise ValueError(
                 f"the world model cannot take observations of {self.obs_size} values and "
                 f"actions of {self.action_size} ({err})"

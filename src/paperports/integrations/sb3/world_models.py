@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor, nn
 
-from paperports._checks import check_bool, check_float, check_int
+from paperports._checks import check_bool, check_float, check_floating_tensor, check_int
 
 __all__ = ["CartPoleWorldModel", "MlpWorldModel", "WorldModel"]
 
@@ -45,6 +45,19 @@ class WorldModel(nn.Module):
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def check_inputs(self, obs: Tensor, action: Tensor) -> None:
+        """``obs`` ``(..., obs_size)`` and ``action`` ``(..., action_size)`` in the model's
+        dtype (shapes and dtypes only: this runs at every step of the recurrent core)."""
+        who = type(self).__name__
+        dtype = next(self.parameters()).dtype if any(True for _ in self.parameters()) else None
+        check_floating_tensor("obs", obs, dtype=dtype, who=who)
+        check_floating_tensor("action", action, dtype=dtype, who=who)
+        if obs.shape[-1:] != (self.obs_size,) or action.shape[-1:] != (self.action_size,):
+            raise ValueError(
+                f"{who}: obs must be (..., {self.obs_size}) and action (..., "
+                f"{self.action_size}); got {tuple(obs.shape)} and {tuple(action.shape)}"
+            )
+
 
 class MlpWorldModel(WorldModel):
     """A generic world model: an MLP on ``[obs, action]`` predicting the next observation.
@@ -68,6 +81,7 @@ class MlpWorldModel(WorldModel):
         self.residual = check_bool("residual", residual, who=type(self).__name__)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        self.check_inputs(obs, action)
         out: Tensor = self.net(torch.cat([obs, action], dim=-1))
         return obs + out if self.residual else out
 
@@ -117,6 +131,7 @@ class CartPoleWorldModel(WorldModel):
             nn.init.zeros_(last.bias)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        self.check_inputs(obs, action)
         x, x_dot, cos, sin, theta_dot = obs.unbind(-1)
         acc: Tensor = self.acceleration_scale * self.accelerations(torch.cat([obs, action], -1))
         x_acc, theta_acc = acc.unbind(-1)

@@ -438,6 +438,8 @@ class BNLSTM(nn.Module):
         if self.training:
             check_batch_for_statistics(batch, tuple(x.shape), who=who)
         h0, c0 = self._initial_state(hx, batch, unbatched, x)
+        if isinstance(lengths, Tensor) and lengths.is_meta:
+            lengths = None  # nothing to read on the meta device; the shapes do not depend on it
         if lengths is not None:
             lengths = self._check_lengths(lengths, n_steps, batch)
         d = 2 if self.bidirectional else 1
@@ -450,7 +452,8 @@ class BNLSTM(nn.Module):
             # sorted by decreasing length, the running sequences of a step are a prefix
             order = torch.argsort(lengths, descending=True, stable=True)
             lengths = lengths[order]
-            batch_sizes = (lengths[None, :] > torch.arange(n_steps)[:, None]).sum(1).tolist()
+            steps = torch.arange(n_steps, device=lengths.device)
+            batch_sizes = (lengths[None, :] > steps[:, None]).sum(1).tolist()
             dev_order = order.to(x.device)
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
@@ -472,13 +475,14 @@ class BNLSTM(nn.Module):
         h_stack, c_stack = torch.stack(h_n), torch.stack(c_n)
         if order is not None:  # back to the caller's order
             assert lengths is not None
-            inverse = torch.argsort(order).to(x.device)
+            inverse = torch.argsort(order)  # on the lengths' device, the CPU
+            dev_inverse = inverse.to(x.device)
             layer_in, h_stack, c_stack = (
-                layer_in[:, inverse],
-                h_stack[:, inverse],
-                c_stack[:, inverse],
+                layer_in[:, dev_inverse],
+                h_stack[:, dev_inverse],
+                c_stack[:, dev_inverse],
             )
-            lengths = lengths[inverse.cpu()]
+            lengths = lengths[inverse]
 
         if packed:
             assert lengths is not None
@@ -497,7 +501,9 @@ class BNLSTM(nn.Module):
 
     @staticmethod
     def _check_lengths(lengths: Tensor, steps: int, batch: int) -> Tensor:
-        lengths = torch.as_tensor(lengths).cpu()
+        if not isinstance(lengths, Tensor):
+            lengths = torch.as_tensor(lengths, device="cpu")
+        lengths = lengths.cpu()
         if lengths.shape != (batch,):
             raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
         if lengths.dtype == torch.bool or lengths.is_complex():

@@ -138,6 +138,8 @@ class RecurrentBatchNorm(nn.Module):
     def last_tracked_step(self) -> int:
         """The last step whose statistics evaluation may use: ``min(t_max, steps_tracked) - 1``
         (step 0 before any training)."""
+        if not values_known(self.steps_tracked):  # the meta device: no statistics to read
+            return self.t_max - 1
         return max(1, min(self.t_max, int(self.steps_tracked))) - 1
 
     def running_statistics(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
@@ -150,6 +152,8 @@ class RecurrentBatchNorm(nn.Module):
     def affine(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
         """Evaluation's per-step maps: ``BN(x)`` at step ``start + t`` is
         ``x * scale[t] + shift[t]``; both ``(steps, F)``."""
+        start = check_int("start", start, minimum=0, who=type(self).__name__)
+        steps = check_int("steps", steps, minimum=0, who=type(self).__name__)
         mean, var = self.running_statistics(start, steps)
         scale = self.weight * torch.rsqrt(var + self.eps)
         shift = -mean * scale
@@ -192,8 +196,8 @@ class RecurrentBatchNorm(nn.Module):
         """Update the running statistics of steps ``start ..`` from batch statistics
         ``mean, var`` ``(T, F)`` (biased) over ``count`` ``(T, 1)`` sequences. Only steps
         ``< t_max`` with at least two running sequences update their own statistics."""
-        if self.momentum is not None and self.momentum <= 0:
-            return
+        if (self.momentum is not None and self.momentum <= 0) or not values_known(mean):
+            return  # nothing to update (or, on the meta device, nothing to read)
         n_keep = max(0, min(mean.shape[0], self.t_max - start))
         if n_keep == 0:
             return

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -178,7 +179,18 @@ class CheckedPreTrainedModel(PreTrainedModel):
                 another architecture, or a truncated one), naming them.
         """
         wants_info = bool(kwargs.pop("output_loading_info", False))
-        loaded: Any = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        try:
+            loaded: Any = super().from_pretrained(*args, output_loading_info=True, **kwargs)
+        except Exception as err:
+            if not _is_unreadable_weights(err):
+                raise
+            where = args[0] if args else kwargs.get("pretrained_model_name_or_path")
+            files = ", ".join(str(f) for f in _weights_files(where)) or str(where)
+            raise ValueError(
+                f"{cls.__name__}.from_pretrained: the weights in {files} could not be read "
+                f"({type(err).__name__}: {err}); the file is empty, truncated or not a "
+                "checkpoint"
+            ) from err
         model, info = loaded
         missing = sorted(k for k in info["missing_keys"] if cls._is_required(k))
         if missing:
@@ -197,3 +209,20 @@ class CheckedPreTrainedModel(PreTrainedModel):
         if key.startswith(prefix):
             key = key[len(prefix) :]
         return key.startswith(cls._required_weights)
+
+
+def _is_unreadable_weights(err: BaseException) -> bool:
+    """An error of safetensors or ``torch.load`` reading a damaged weights file."""
+    name = type(err).__name__
+    text = str(err).lower()
+    return name in ("SafetensorError", "UnpicklingError", "EOFError") or (
+        isinstance(err, (RuntimeError, OSError))
+        and any(k in text for k in ("deserializ", "zip archive", "unpickl", "header"))
+    )
+
+
+def _weights_files(where: Any) -> list[Path]:
+    if where is None or not Path(str(where)).is_dir():
+        return []
+    folder = Path(str(where))
+    return sorted([*folder.glob("*.safetensors"), *folder.glob("*.bin")])

@@ -44,7 +44,7 @@ from transformers.modeling_outputs import (
 )
 from transformers.utils.generic import ModelOutput
 
-from paperports._checks import check_floating_tensor, check_index_tensor
+from paperports._checks import check_floating_tensor, check_index_tensor, values_known
 from paperports.integrations.transformers._heads import (
     CheckedPreTrainedModel,
     check_attention_mask,
@@ -136,7 +136,9 @@ class BertSelfAttention(nn.Module):
 
     def _heads(self, x: torch.Tensor) -> torch.Tensor:
         batch, seq_len, _ = x.shape
-        return x.view(batch, seq_len, self.num_attention_heads, -1).transpose(1, 2)
+        return x.view(batch, seq_len, self.num_attention_heads, self.attention_head_size).transpose(
+            1, 2
+        )
 
     def forward(
         self,
@@ -162,7 +164,7 @@ class BertSelfAttention(nn.Module):
             probs = scores.softmax(dim=-1)
             context = self.dropout(probs) @ value
         batch, _, seq_len, _ = context.shape
-        context = context.transpose(1, 2).reshape(batch, seq_len, -1)
+        context = context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size)
         return context, probs
 
 
@@ -428,7 +430,7 @@ def _boolean_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
     if attention_mask is None:
         return None
     mask = attention_mask.bool()
-    if not torch.compiler.is_compiling() and bool(mask.all()):
+    if values_known(mask) and bool(mask.all()):
         return None
     return mask[:, None, None, :] if mask.dim() == 2 else mask[:, None]
 
@@ -947,6 +949,11 @@ class BertForQuestionAnswering(_BertWithEncoder):
         )
         start_logits, end_logits = self.qa_outputs(out.last_hidden_state).unbind(dim=-1)
         loss = None
+        if (start_positions is None) != (end_positions is None):
+            raise ValueError(
+                "pass both start_positions and end_positions for a loss (the span's two ends), "
+                "or neither"
+            )
         if start_positions is not None and end_positions is not None:
             ignored = start_logits.shape[1]
             batch = start_logits.shape[0]

@@ -18,7 +18,7 @@ from transformers.modeling_outputs import (
     SequenceClassifierOutput,
 )
 
-from paperports._checks import check_floating_tensor
+from paperports._checks import check_floating_tensor, values_known
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
 from paperports.integrations.transformers._heads import (
     CheckedPreTrainedModel,
@@ -75,6 +75,8 @@ def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> tor
         raise ValueError(
             f"attention_mask must have shape ({batch}, {steps}), got {tuple(attention_mask.shape)}"
         )
+    if batch == 0 or not values_known(attention_mask):
+        return None  # nothing to read (the meta device): the shapes do not depend on it
     mask = attention_mask.bool()
     lengths = mask.sum(dim=1)
     prefix = torch.arange(steps, device=mask.device)[None, :] < lengths[:, None]

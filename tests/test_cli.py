@@ -36,7 +36,7 @@ class _Fake:
             raise RuntimeError("seed 13 is unlucky")
         ctx.out.mkdir(parents=True, exist_ok=True)
         path = ctx.out / "report.md"
-        path.write_text(f"quick={ctx.quick} seed={ctx.seed} jobs={ctx.jobs}")
+        path.write_text(f"quick={ctx.quick} seed={ctx.seed} jobs={ctx.jobs} [{ctx.command}]")
         return path
 
     @staticmethod
@@ -62,9 +62,14 @@ def test_reproduce_writes_under_out_and_passes_options(fake_method: str, tmp_pat
     assert (
         cli.main(["reproduce", fake_method, "--quick", "--seed", "3", "--out", str(tmp_path)]) == 0
     )
-    assert (tmp_path / "fake" / "report.md").read_text() == "quick=True seed=3 jobs=1"
+    out = f"--out {tmp_path}"  # the command recorded in the results: the one that reruns it
+    assert (tmp_path / "fake" / "report.md").read_text() == (
+        f"quick=True seed=3 jobs=1 [paperports reproduce fake --quick --seed 3 {out}]"
+    )
     assert cli.main(["reproduce", fake_method, "--jobs", "4", "--out", str(tmp_path)]) == 0
-    assert (tmp_path / "fake" / "report.md").read_text() == "quick=False seed=0 jobs=4"
+    assert (tmp_path / "fake" / "report.md").read_text() == (
+        f"quick=False seed=0 jobs=4 [paperports reproduce fake --jobs 4 {out}]"
+    )
 
 
 @pytest.mark.parametrize("jobs", ["0", "-2", "two"])
@@ -99,3 +104,5 @@ def test_bench_prints_ratio_and_writes_json(
     data = json.loads((tmp_path / "fake.json").read_text())
     assert data["rows"][0]["ratio"] == 0.5
     assert data["machine"]["torch_threads"] >= 1
+    assert data["provenance"]["command"] == f"paperports bench fake --out {tmp_path}"
+    assert len(data["provenance"]["commit"]) == 40

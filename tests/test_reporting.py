@@ -26,4 +26,10 @@ def test_report_writes_markdown_json_and_figures(tmp_path: Path) -> None:
     md = path.read_text()
     assert "Papernot" in md and "## Results" in md and "![A line](curve.png)" in md
     assert (tmp_path / "r" / "curve.png").stat().st_size > 0
-    assert json.loads((tmp_path / "r" / "results.json").read_text()) == {"x": 1, "m": [[None, 0.5]]}
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    provenance = results.pop("provenance")
+    assert results == {"x": 1, "m": [[None, 0.5]]}
+    # where the file comes from: the command, and the commit it ran at
+    assert provenance["command"] == "paperports reproduce jsma"
+    assert len(provenance["commit"]) == 40 and isinstance(provenance["uncommitted_changes"], bool)
+    assert provenance["paperports"] and provenance["torch"] and provenance["date"].endswith("Z")

@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 import paperports
+from paperports.reporting import provenance
 
 __all__ = ["BenchResult", "BenchRow", "machine_info", "median_time", "paired_median_times"]
 
@@ -97,6 +98,8 @@ class BenchResult:
     anchor: str
     rows: list[BenchRow]
     machine: dict[str, Any] = field(default_factory=machine_info)
+    command: str = ""
+    """The command that ran the benchmark (default: ``paperports bench <method>``)."""
 
     def table(self) -> str:
         """A plain-text table of the rows."""
@@ -115,6 +118,7 @@ class BenchResult:
         data = {
             "method": self.method,
             "anchor": self.anchor,
+            "provenance": provenance(self.command or f"paperports bench {self.method}"),
             "machine": self.machine,
             "rows": [asdict(r) | {"ratio": r.ratio} for r in self.rows],
         }

@@ -104,17 +104,36 @@ def _run(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 quiet=args.quiet,
                 jobs=args.jobs,
+                command=_command(args, method),
             )
             ctx.log(f"paperports reproduce {method.name}{' --quick' if args.quick else ''} ...")
             report = method.reproduce(ctx)
             print(f"{method.name}: report written to {report}")
         else:
-            ctx = RunContext(out=args.out, seed=args.seed, quiet=args.quiet)
+            ctx = RunContext(
+                out=args.out, seed=args.seed, quiet=args.quiet, command=_command(args, method)
+            )
             ctx.log(f"paperports bench {method.name} ...")
             result = method.bench(ctx)
+            result.command = ctx.command
             print(result.table())
             print(f"{method.name}: results written to {result.write(args.out)}")
     return 0
+
+
+def _command(args: argparse.Namespace, method: Method) -> str:
+    """The command line that runs ``method`` alone with ``args``' settings."""
+    words = ["paperports", args.command, method.name]
+    if getattr(args, "quick", False):
+        words.append("--quick")
+    if args.seed:
+        words += ["--seed", str(args.seed)]
+    if getattr(args, "jobs", 1) > 1:
+        words += ["--jobs", str(args.jobs)]
+    default_out = Path("reports") if args.command == "reproduce" else Path("benchmarks/results")
+    if args.out != default_out:
+        words += ["--out", str(args.out)]
+    return " ".join(words)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -75,6 +75,8 @@ class RunContext:
     jobs: int = 1
     """Worker processes for a reproduction whose runs are independent (``obsdrop``); the
     other methods run in this process whatever it is."""
+    command: str = ""
+    """The command line that started the run, recorded in its results file."""
 
     def __post_init__(self) -> None:
         if self.jobs < 1:

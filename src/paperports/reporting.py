@@ -10,7 +10,42 @@ from typing import Any
 
 from paperports.registry import Method
 
-__all__ = ["Report", "markdown_table"]
+__all__ = ["Report", "markdown_table", "provenance"]
+
+
+def provenance(command: str) -> dict[str, Any]:
+    """Where a results file comes from: the command that wrote it, the commit it ran at
+    (and whether the working tree had uncommitted changes), the date and the versions."""
+    import datetime
+    import platform
+    import subprocess
+
+    import torch
+
+    import paperports
+
+    root = Path(__file__).resolve().parents[2]
+
+    def git(*args: str) -> str | None:
+        try:
+            done = subprocess.run(
+                ["git", *args], cwd=root, capture_output=True, text=True, timeout=10, check=True
+            )
+        except (OSError, subprocess.SubprocessError):
+            return None
+        return done.stdout.strip()
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {
+        "command": command,
+        "commit": commit,
+        "uncommitted_changes": None if status is None else bool(status),
+        "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "paperports": paperports.__version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+    }
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -30,11 +65,14 @@ class Report:
     Args:
         method: The registered method (its title and citation head the report).
         out: The folder to write into; created if missing.
+        command: The command that runs it, recorded in ``results.json`` with the commit
+            (default: ``paperports reproduce <method>``).
     """
 
-    def __init__(self, method: Method, out: Path) -> None:
+    def __init__(self, method: Method, out: Path, command: str | None = None) -> None:
         self.method = method
         self.out = out
+        self.command = command or f"paperports reproduce {method.name}"
         self.out.mkdir(parents=True, exist_ok=True)
         self.parts: list[str] = []
         self.results: dict[str, Any] = {}
@@ -67,7 +105,8 @@ class Report:
         md = "\n\n".join([head, *self.parts]) + "\n"
         path = self.out / "report.md"
         path.write_text(md)
-        data = json.dumps(_strict(self.results), indent=2, allow_nan=False)
+        results = {"provenance": provenance(self.command), **self.results}
+        data = json.dumps(_strict(results), indent=2, allow_nan=False)
         (self.out / "results.json").write_text(data + "\n")
         return path
 

@@ -27,14 +27,37 @@ def test_alias_and_distance() -> None:
     assert isinstance(SaliencyMapAttack(), fb.attacks.base.MinimizationAttack)
 
 
-def test_equals_the_dense_reference_step_for_step(digits8) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize("fallback", [False, True])
+def test_equals_the_dense_reference_step_for_step(digits8, fallback: bool) -> None:  # type: ignore[no-untyped-def]
+    """The reference builds the full Jacobian and the dense pair matrix; without the
+    fallback it is the paper's rule alone, which the attack must follow exactly."""
     model, x, y = digits8
     t = other_targets(y)
-    attack = SaliencyMapAttack(outputs="logits", max_perturbation=0.4)
+    attack = SaliencyMapAttack(outputs="logits", max_perturbation=0.4, fallback=fallback)
     ours, _, _ = attack(fmodel(model), x, Targeted(t), epsilons=None)
-    ref = dense_jsma(model, x, t, outputs="logits", max_perturbation=0.4)
+    ref = dense_jsma(model, x, t, outputs="logits", max_perturbation=0.4, fallback=fallback)
     assert torch.equal(ours, ref)
     assert (_l0(x, ours) > 0).sum() > 20, "the attack must have moved most images"
+    stats = attack.last_statistics
+    assert stats is not None and stats.steps.shape == (len(x),)
+    assert (stats.steps * 2 >= _l0(x, ours).numpy()).all()  # a pair step changes <= 2
+    if not fallback:
+        assert stats.fallback_steps.sum() == 0
+
+
+def test_the_fallback_fires_only_where_no_strict_pair_exists(digits8) -> None:  # type: ignore[no-untyped-def]
+    """Where the paper's rule finds a pair at every step, both modes take the same steps;
+    the statistics count the fallback's steps."""
+    model, x, y = digits8
+    t = other_targets(y)
+    strict = SaliencyMapAttack(outputs="logits", max_perturbation=0.4, fallback=False)
+    loose = SaliencyMapAttack(outputs="logits", max_perturbation=0.4)
+    a, _, _ = strict(fmodel(model), x, Targeted(t), epsilons=None)
+    b, _, _ = loose(fmodel(model), x, Targeted(t), epsilons=None)
+    assert loose.last_statistics is not None and strict.last_statistics is not None
+    never = loose.last_statistics.fallback_steps == 0
+    assert never.any()
+    assert torch.equal(a[torch.as_tensor(never)], b[torch.as_tensor(never)])
 
 
 @pytest.mark.parametrize("pairwise", [True, False])

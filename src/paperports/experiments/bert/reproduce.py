@@ -42,7 +42,7 @@ def reproduce(ctx: RunContext) -> Path:
 
 
 def _reproduce(ctx: RunContext) -> Path:
-    report = Report(METHODS["bert"], ctx.out)
+    report = Report(METHODS["bert"], ctx.out, ctx.command)
     steps = 600 if ctx.quick else 4000
     max_length = 64 if ctx.quick else 128
     ctx.log(f"bert: pre-training from scratch, {steps} Trainer steps ...")

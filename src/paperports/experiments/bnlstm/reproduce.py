@@ -45,6 +45,7 @@ PAPER = {  # test accuracy (%) and bits per character, Cooijmans et al. 2016
 LM = {"embedding": 64, "hidden": 128, "seq_len": 100, "batch": 32}
 LENGTH_FACTORS = (1, 2, 5, 10)
 HIDDEN = 64
+MNIST_TRAIN = 60_000
 _PERMUTATION = torch.randperm(64, generator=torch.Generator().manual_seed(1234))
 
 
@@ -140,7 +141,7 @@ def gradient_flow(gamma: float, seed: int = 0, steps: int = 64) -> np.ndarray:
 
 
 def reproduce(ctx: RunContext) -> Path:
-    report = Report(METHODS["bnlstm"], ctx.out)
+    report = Report(METHODS["bnlstm"], ctx.out, ctx.command)
     seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
     epochs = 20 if ctx.quick else 60
 
@@ -283,11 +284,13 @@ def _write(
     ema: dict[str, list[float]],
 ) -> None:
     budget = "quick" if ctx.quick else "full"
+    n_train, n_test = (len(load_digits_tensors(8, split)[1]) for split in ("train", "test"))
     report.text(
         "The paper trained on MNIST read pixel by pixel (T = 784), and on a fixed permutation "
         "of the pixels. The stand-in here is scikit-learn's 8x8 digits read pixel by pixel "
-        "(T = 64): 1,437 training and 360 test images, a tenth of a percent of MNIST's "
-        f"60,000, so the absolute accuracies are not comparable. Both models: hidden size "
+        f"(T = 64): {n_train:,} training and {n_test:,} test images, "
+        f"{n_train / MNIST_TRAIN:.1%} of MNIST's {MNIST_TRAIN:,}, so the absolute accuracies "
+        "are not comparable. Both models: hidden size "
         f"{HIDDEN}, a linear head on the last state, Adam (lr 3e-3), batch 64, gradient clipping "
         f"at 1, {epochs} epochs, seeds {seeds} ({budget} budget). BN-LSTM: gamma = 0.1, "
         "statistics per step, population statistics recomputed over the training set with "

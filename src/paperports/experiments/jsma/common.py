@@ -25,6 +25,24 @@ class AttackRun:
     success: np.ndarray
     l0_fraction: np.ndarray
     seconds: float
+    steps: np.ndarray | None = None
+    """Our attack's steps per sample (``None`` for ART)."""
+    fallback_steps: np.ndarray | None = None
+    """How many of them the largest-alpha fallback chose (no pair met the paper's rule)."""
+
+    @property
+    def fallback_share(self) -> float:
+        """The fraction of all steps that the fallback chose (NaN for ART)."""
+        if self.steps is None or self.fallback_steps is None or not self.steps.sum():
+            return float("nan")
+        return float(self.fallback_steps.sum() / self.steps.sum())
+
+    @property
+    def fallback_samples(self) -> float:
+        """The fraction of samples where the fallback chose at least one step."""
+        if self.fallback_steps is None:
+            return float("nan")
+        return float((self.fallback_steps > 0).mean())
 
     @property
     def success_rate(self) -> float:
@@ -52,6 +70,8 @@ class AttackRun:
             "images_per_second": self.images_per_second,
             "seconds": self.seconds,
             "attacks": len(self.success),
+            "fallback_step_share": self.fallback_share,
+            "fallback_sample_share": self.fallback_samples,
         }
 
 
@@ -93,14 +113,19 @@ def run_ours(
     fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")
     starts = range(0, len(x), batch_size)
     it = progress(starts, desc=name, total=len(starts)) if progress else starts
-    advs = []
+    advs, steps, fallbacks = [], [], []
     start = time.perf_counter()
     for i in it:
         crit = fb.criteria.TargetedMisclassification(t[i : i + batch_size])
         adv, _, _ = attack(fmodel, x[i : i + batch_size], crit, epsilons=None)
         advs.append(adv)
+        assert attack.last_statistics is not None
+        steps.append(attack.last_statistics.steps)
+        fallbacks.append(attack.last_statistics.fallback_steps)
     sec = time.perf_counter() - start
-    return _outcome(name, model, x, torch.cat(advs), t, sec)
+    run = _outcome(name, model, x, torch.cat(advs), t, sec)
+    run.steps, run.fallback_steps = np.concatenate(steps), np.concatenate(fallbacks)
+    return run
 
 
 def run_art(

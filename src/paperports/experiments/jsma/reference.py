@@ -54,10 +54,13 @@ def dense_jsma(
     max_perturbation: float = 0.145,
     outputs: str = "logits",
     bounds: tuple[float, float] = (0.0, 1.0),
+    fallback: bool = False,
 ) -> torch.Tensor:
     """The targeted pair attack of the paper, one step at a time; returns adversarial inputs.
 
-    Same stopping and fallback rules as ``SaliencyMapAttack(pairwise=True)``.
+    The paper's rule: an input whose domain holds no pair with alpha > 0 and beta < 0
+    stops. With ``fallback=True`` it takes the pair with the largest alpha instead (ART's
+    simplification), as ``SaliencyMapAttack``'s default does.
     """
     lo, hi = bounds
     shape = x.shape
@@ -83,7 +86,7 @@ def dense_jsma(
         # fallback: the largest alpha > 0 over the domain (ART's rule)
         am = torch.where(domain, a, torch.full_like(a, -math.inf))
         top, top_idx = am.topk(2, dim=-1)
-        ok = found | (top.sum(-1) > 0)
+        ok = found | (top.sum(-1) > 0) if fallback else found
         p = torch.where(found, p, top_idx[:, 0])
         q = torch.where(found, q, top_idx[:, 1])
         for i in torch.nonzero(active & ok).flatten().tolist():

@@ -110,7 +110,7 @@ def run_agents(
 
 
 def reproduce(ctx: RunContext) -> Path:
-    report = Report(METHODS["obsdrop"], ctx.out)
+    report = Report(METHODS["obsdrop"], ctx.out, ctx.command)
     ps = [0.1, 1.0] if ctx.quick else sorted(PAPER_RETURNS)
     seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
     steps = 100_000 if ctx.quick else 2_000_000

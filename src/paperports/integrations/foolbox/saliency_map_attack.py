@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import eagerpy as ep
@@ -33,7 +34,17 @@ from paperports.integrations.foolbox.saliency import (
     set_rows,
 )
 
-__all__ = ["JSMA", "SaliencyMapAttack"]
+__all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack"]
+
+
+@dataclass(frozen=True)
+class AttackStatistics:
+    """What one call of :class:`SaliencyMapAttack` did, per input: ``steps`` taken, and
+    ``fallback_steps`` of them where no pair (feature) satisfied the paper's strict rule and
+    the largest-alpha fallback chose one."""
+
+    steps: np.ndarray
+    fallback_steps: np.ndarray
 
 
 class SaliencyMapAttack(MinimizationAttack):
@@ -80,9 +91,12 @@ class SaliencyMapAttack(MinimizationAttack):
 
     When no pair satisfies the strict rule (for example on models whose outputs all rise
     with every feature, where :math:`\beta \geq 0` everywhere), the step falls back to the
-    pair with the largest :math:`\alpha > 0`, which is ART's simplification of the rule;
-    where even that is impossible the input stops (a failure). The single-feature mode
-    (``pairwise=False``) applies the same rules to :math:`S(X, t)_i` of single features.
+    pair with the largest :math:`\alpha > 0`, which is ART's simplification of the rule and
+    not the paper's; ``fallback=False`` stops the input there instead, as the paper's
+    algorithm does. Where even the fallback finds nothing the input stops (a failure).
+    How often the fallback chose a step is in ``last_statistics`` after each call. The
+    single-feature mode (``pairwise=False``) applies the same rules to :math:`S(X, t)_i` of
+    single features.
 
     Which outputs to differentiate: the paper differentiated the logits (the output of the
     last hidden layer, "JSMA-Z" in Carlini and Wagner's terms), so ``outputs="logits"``
@@ -104,6 +118,12 @@ class SaliencyMapAttack(MinimizationAttack):
             :math:`\lfloor n \Upsilon / 2 \rfloor` (pairs) or :math:`\lfloor n \Upsilon \rfloor`.
         outputs: Differentiate ``"logits"`` (the paper) or ``"probabilities"``.
         chunk_size: Pair-matrix entries evaluated at once in the pair search (memory bound).
+        fallback: Where no pair (or feature) satisfies the strict rule, take the one with
+            the largest :math:`\alpha > 0` (ART's rule); ``False``: stop, as the paper does.
+
+    Attributes:
+        last_statistics: After each call, :class:`AttackStatistics`: the steps each input
+            took, and how many of them the fallback chose.
 
     References:
         .. [#Pap16] Nicolas Papernot, Patrick McDaniel, Somesh Jha, Matt Fredrikson,
@@ -122,6 +142,7 @@ class SaliencyMapAttack(MinimizationAttack):
         steps: int | None = None,
         outputs: Outputs = "probabilities",
         chunk_size: int = DEFAULT_CHUNK_SIZE,
+        fallback: bool = True,
     ) -> None:
         who = "SaliencyMapAttack"
         theta = check_float("theta", theta, minimum=-1.0, maximum=1.0, who=who)
@@ -141,6 +162,8 @@ class SaliencyMapAttack(MinimizationAttack):
         self.steps = steps
         self.outputs: Outputs = outputs
         self.chunk_size = chunk_size
+        self.fallback = check_bool("fallback", fallback, who=who)
+        self.last_statistics: AttackStatistics | None = None
 
     def __call__(  # type: ignore[override,misc]
         self, model: Model, inputs: T, criterion: Any, *, epsilons: Any, **kwargs: Any
@@ -170,6 +193,7 @@ class SaliencyMapAttack(MinimizationAttack):
         counts = epsilon_counts(listed, n_features)
         if x.shape[0] == 0:  # an empty batch: empty results, in foolbox's layout
             success = ep.zeros(x, (len(listed), 0)).bool()
+            self.last_statistics = AttackStatistics(np.zeros(0, int), np.zeros(0, int))
         else:
             criterion_ = get_criterion(criterion)
             is_adversarial = get_is_adversarial(criterion_, model)
@@ -248,6 +272,8 @@ class SaliencyMapAttack(MinimizationAttack):
         changed = ep.zeros(x, x.shape).bool()
         active = ep.ones(x, (n_inputs,)).bool()
         all_rows = ep.arange(x, n_inputs)
+        steps = ep.zeros(x, (n_inputs,)).astype(int)  # per input: steps taken, and by fallback
+        fallbacks = ep.zeros(x, (n_inputs,)).astype(int)
         snapshots = [x for _ in thresholds]  # the state where each smaller budget stops
         frozen = [ep.zeros(x, (n_inputs,)).bool() for _ in thresholds]
         for _ in range(self.max_steps(n)):
@@ -280,9 +306,11 @@ class SaliencyMapAttack(MinimizationAttack):
             active = set_rows(active, idx, go)
             if len(rows) == 0:
                 break
-            picks, moved = self._pick(
+            picks, moved, used_fallback = self._pick(
                 sign * a[sel].flatten(start=1), sign * b[sel].flatten(start=1), domain[rows]
             )
+            steps = set_rows(steps, rows, steps[rows] + moved.astype(int))
+            fallbacks = set_rows(fallbacks, rows, fallbacks[rows] + used_fallback.astype(int))
             # inputs that succeeded, ran out of budget or found no feature to move stop here
             active = set_rows(active, rows, moved)
             xr = xa[sel]
@@ -296,10 +324,16 @@ class SaliencyMapAttack(MinimizationAttack):
             changed = set_rows(changed, rows, newly)
         # rows a smaller budget never stopped ended as the longest run did
         final = [ep.where(f[:, None], snap, x) for f, snap in zip(frozen, snapshots, strict=True)]
+        self.last_statistics = AttackStatistics(
+            steps=np.asarray(steps.numpy()), fallback_steps=np.asarray(fallbacks.numpy())
+        )
         return x.reshape(shape), [f.reshape(shape) for f in final]
 
-    def _pick(self, a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
-        """Boolean ``(N, n)`` of the features to change, and whether any was found ``(N,)``."""
+    def _pick(
+        self, a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor
+    ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
+        """Boolean ``(N, n)`` of the features to change, whether any was found ``(N,)``, and
+        whether the fallback chose them ``(N,)`` (no feature satisfied the strict rule)."""
         n = a.shape[1]
         cols = ep.arange(a, n)[None, :]
         if self.pairwise:
@@ -310,13 +344,16 @@ class SaliencyMapAttack(MinimizationAttack):
             p = ep.where(found, p, top_idx[:, 0])
             q = ep.where(found, q, top_idx[:, -1])
             picks = ep.logical_or(cols == p[:, None], cols == q[:, None])
-            return picks, ep.logical_or(found, fallback_ok)
-        p, found = best_features(a, b, domain)
-        masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
-        fallback = masked.argmax(axis=-1)
-        fallback_ok = masked.max(axis=-1) > 0
-        p = ep.where(found, p, fallback)
-        return cols == p[:, None], ep.logical_or(found, fallback_ok)
+        else:
+            p, found = best_features(a, b, domain)
+            masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
+            fallback_ok = masked.max(axis=-1) > 0
+            p = ep.where(found, p, masked.argmax(axis=-1))
+            picks = cols == p[:, None]
+        if not self.fallback:
+            fallback_ok = ep.zeros(found, found.shape).bool()
+        used_fallback = ep.logical_and(ep.logical_not(found), fallback_ok)
+        return picks, ep.logical_or(found, fallback_ok), used_fallback
 
 
 JSMA = SaliencyMapAttack

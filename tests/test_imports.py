@@ -35,9 +35,22 @@ def test_missing_ecosystem_names_the_extra(
     assert dependency in str(info.value)
 
 
-@pytest.mark.parametrize("extra", ["pyg", "sb3", "transformers", "foolbox", "torch"])
-def test_integrations_import_when_installed(extra: str) -> None:
-    importlib.import_module(f"paperports.integrations.{extra}")
+@pytest.mark.parametrize(
+    ("extra", "public"),
+    [
+        ("pyg", "GatedGraphConv"),
+        ("sb3", "ObservationalDropoutPolicy"),
+        ("transformers", "BertModel"),
+        ("foolbox", "SaliencyMapAttack"),
+        ("torch", "BNLSTM"),
+    ],
+)
+def test_integrations_import_when_installed(extra: str, public: str) -> None:
+    """Each integration imports and exports what its __all__ names, the plugin among them."""
+    module = importlib.import_module(f"paperports.integrations.{extra}")
+    assert public in module.__all__
+    for name in module.__all__:
+        assert getattr(module, name).__module__.startswith("paperports."), name
 
 
 def test_core_imports_without_any_ecosystem() -> None:

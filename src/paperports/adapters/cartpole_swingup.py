@@ -13,7 +13,8 @@ explicit Euler step of 0.01 s that moves the positions with the old velocities f
 with :math:`g = 9.82`, :math:`m_c = m_p = 0.5`, :math:`l = 0.6`, :math:`b = 0.1` and
 :math:`F = 10a`, :math:`a \in [-1, 1]`. Observation :math:`[x, \dot x, \cos\theta,
 \sin\theta, \dot\theta]`; reward :math:`\frac{\cos\theta + 1}{2}\cos\big(\frac{x}{2.4}
-\frac{\pi}{2}\big)`, in :math:`[0, 1]`, highest upright at the centre; the episode
+\frac{\pi}{2}\big)`, in :math:`[0, 1]` on the track (the step that leaves it can score
+below 0), highest upright at the centre; the episode
 terminates when :math:`|x| > 2.4` and is truncated after 1000 steps (by the ``TimeLimit``
 that ``gymnasium.make`` adds).
 

@@ -18,6 +18,7 @@ from paperports.experiments.obsdrop.agents import (
     N_ENVS,
     PREDICTION_OFFSET,
     AgentRun,
+    _wrapped_for,
     agent_env,
     dream_transfer,
     episode_returns,
@@ -40,15 +41,33 @@ def test_agent_evaluation_dream_transfer_and_rollout_run() -> None:
     assert isinstance(agent.policy, ObservationalDropoutPolicy)
     assert agent.n_envs == N_ENVS and agent.num_timesteps >= 1024  # side by side, as reproduced
     returns = evaluate_recurrent(agent, 0.1, episodes=3, seed=0)
-    assert returns.shape == (3,) and ((returns >= 0.0) & (returns <= 1000.0)).all()
-    assert 0.0 <= dream_transfer(agent, 1024, seed=0, episodes=1) <= 1000.0
+    # each is the return of that seed's episode, stepped one action at a time
+    by_hand = [_one_episode(agent, 0.1, seed) for seed in range(3)]
+    np.testing.assert_allclose(returns, by_hand, rtol=1e-4)
+    assert len(set(np.round(returns, 3))) == 3
+    dream = dream_transfer(agent, 256, seed=0, episodes=1)
+    assert dream == dream_transfer(agent, 256, seed=0, episodes=1)  # seeded end to end
     rollout = model_rollout(agent, 0.1, steps=60, seed=0)
     truth, belief, peeks = rollout["truth"], rollout["belief"], rollout["peeks"]
     assert truth.shape == belief.shape == (60, 5) and peeks[0]
     np.testing.assert_allclose(belief[peeks], truth[peeks], atol=1e-6)  # a peek is the truth
     assert rollout["frames"].shape[1:] == (200, 300, 3)
     lstm = train_agent(0.1, 1024, seed=0, policy="MlpLstmPolicy")
-    assert evaluate_recurrent(lstm, 0.1, episodes=1, seed=0)[0] >= 0.0
+    lstm_return = evaluate_recurrent(lstm, 0.1, episodes=1, seed=0)[0]
+    assert lstm_return == pytest.approx(_one_episode(lstm, 0.1, 0), rel=1e-4)
+
+
+def _one_episode(agent: Any, p: float, seed: int) -> float:
+    """One deterministic episode of ``agent`` in its wrapped env, a step at a time."""
+    env = _wrapped_for(agent, p)
+    obs, _ = env.reset(seed=seed)
+    state, start, total = None, np.array([True]), 0.0
+    while True:
+        action, state = agent.predict(obs, state=state, episode_start=start, deterministic=True)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        total, start = total + float(reward), np.array([False])
+        if terminated or truncated:
+            return total
 
 
 def test_batched_episodes_are_the_episodes_one_at_a_time() -> None:
@@ -140,7 +159,10 @@ def test_the_critics_route_the_losses_as_named() -> None:
     assert isinstance(belief.policy, ObservationalDropoutPolicy)
     assert not belief.policy.critic_trains_world_model and not belief.policy.privileged_critic
     assert belief.observation_space.shape == (5 + 1 + 1,)
-    assert evaluate_recurrent(belief, 0.1, episodes=1, seed=0) >= 0.0  # its own layout
+    # scored in its own layout (no true observation appended)
+    assert evaluate_recurrent(belief, 0.1, episodes=1, seed=0)[0] == pytest.approx(
+        _one_episode(belief, 0.1, 0), rel=1e-4
+    )
     with pytest.raises(ValueError, match="need ObservationalDropoutPolicy"):
         train_agent(0.1, 256, seed=0, policy="MlpLstmPolicy", critic="value_route")
     with pytest.raises(ValueError, match="critic must be one of"):

@@ -92,8 +92,13 @@ def test_untargeted_moves_away_from_the_label(digits8) -> None:  # type: ignore[
     )
     assert torch.equal(succ, model(adv).argmax(1) != y[clean])
     assert succ.float().mean() > 0.9
-    # untargeted needs no more features than the best targeted run
-    assert _l0(x[clean], adv)[succ].float().mean() <= 0.3 * 64
+    # any other class will do, so it is easier than aiming at a given one: as often a
+    # success, and no image needs more features than the targeted attack on it
+    targeted, _, targeted_succ = SaliencyMapAttack(max_perturbation=0.3)(
+        fmodel(model), x[clean], Targeted(other_targets(y[clean])), epsilons=None
+    )
+    assert succ.float().mean() >= targeted_succ.float().mean()
+    assert (_l0(x[clean], adv) <= _l0(x[clean], targeted)).all()
 
 
 def test_already_at_target_is_success_with_zero_distortion(digits8) -> None:  # type: ignore[no-untyped-def]

@@ -94,11 +94,45 @@ def test_a_policy_trained_in_the_dream_of_an_agents_model_runs_in_the_real_env()
         max_episode_steps=64,
     )
     fresh = PPO("MlpPolicy", dream, n_steps=64, batch_size=32, n_epochs=1, seed=0)
+    untrained = [p.detach().clone() for p in fresh.policy.parameters()]
     fresh.learn(128)
+    assert fresh.num_timesteps == 128 and isinstance(
+        fresh.get_env().envs[0].unwrapped, WorldModelEnv
+    )
+    assert any(
+        not torch.equal(p, q) for p, q in zip(fresh.policy.parameters(), untrained, strict=True)
+    )
+    # deployed for real: one deterministic episode, scored by the real env's reward
     env = gym.make("paperports/CartPoleSwingUpHarder-v0")
     obs, _ = env.reset(seed=0)
-    action, _ = fresh.predict(obs, deterministic=True)
-    assert env.action_space.contains(action)
+    rewards = []
+    for _ in range(100):
+        action, _ = fresh.predict(obs, deterministic=True)
+        assert env.action_space.contains(action)
+        obs, reward, terminated, truncated, _ = env.step(action)
+        rewards.append(reward)
+        assert reward == pytest.approx(cartpole_reward(obs), abs=1e-5)
+        if terminated or truncated:
+            break
+    assert rewards and all(r <= 1.0 for r in rewards)
+
+
+def test_a_policy_trained_in_the_exact_dream_learns_what_the_real_env_teaches() -> None:
+    """With the true dynamics as M, training in the dream is training in the real env: the
+    same seed gives the same policy, to float rounding (the dream's observations are the
+    model's float32 predictions)."""
+
+    def trained(env: gym.Env) -> list[torch.Tensor]:  # type: ignore[type-arg]
+        ppo = PPO("MlpPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0)
+        ppo.learn(128)
+        return [p.detach() for p in ppo.policy.parameters()]
+
+    real = gym.wrappers.TimeLimit(gym.make("paperports/CartPoleSwingUpHarder-v0").unwrapped, 64)
+    dream = WorldModelEnv(
+        ExactModel(), gym.make("paperports/CartPoleSwingUpHarder-v0"), max_episode_steps=64
+    )
+    for a, b in zip(trained(dream), trained(real), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-3, atol=1e-4)
 
 
 def test_bad_arguments() -> None:

@@ -99,6 +99,9 @@ def test_save_load_and_predict_with_state_and_episode_starts(tmp_path: Path) -> 
 
 
 def test_vectorised_envs_and_discrete_actions() -> None:
+    """Training on several envs moves the acting path; each env's belief is its own (a
+    batch of three predicts what three single predictions give); discrete actions are
+    one-hot encoded into the next observation."""
     vec = make_vec_env(
         SWINGUP,
         n_envs=3,
@@ -106,7 +109,22 @@ def test_vectorised_envs_and_discrete_actions() -> None:
         wrapper_class=ObservationalDropoutWrapper,
         wrapper_kwargs={"peek_prob": 0.1},
     )
-    small_ppo(vec).learn(192)
+    model = small_ppo(vec)
+    before = [p.detach().clone() for p in model.policy.world_model.parameters()]
+    model.learn(192)
+    assert model.num_timesteps >= 192
+    after = list(model.policy.world_model.parameters())
+    assert any(not torch.equal(a, b) for a, b in zip(after, before, strict=True))
+    obs = vec.reset()
+    starts = np.ones(3, dtype=bool)
+    actions, state = model.predict(obs, episode_start=starts, deterministic=True)
+    assert actions.shape == (3, 1) and state[0].shape == (1, 3, 5)
+    for i in range(3):
+        alone, alone_state = model.predict(
+            obs[i : i + 1], episode_start=starts[:1], deterministic=True
+        )
+        np.testing.assert_allclose(actions[i], alone[0], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(state[0][:, i], alone_state[0][:, 0], rtol=1e-5, atol=1e-6)
     discrete = make_vec_env(
         "CartPole-v1",
         n_envs=2,
@@ -117,6 +135,12 @@ def test_vectorised_envs_and_discrete_actions() -> None:
     model = small_ppo(discrete)
     assert model.policy.obs_size == 4 and model.policy.action_size == 2
     model.learn(128)
+    obs = discrete.reset()
+    actions, _ = model.predict(obs, episode_start=np.ones(2, dtype=bool), deterministic=True)
+    assert actions.dtype.kind == "i" and set(actions.tolist()) <= {0, 1}
+    after_step, *_ = discrete.step(actions)
+    one_hot = after_step[:, 4 + 1 :]  # [o * peek, peek, previous action]
+    np.testing.assert_array_equal(one_hot, np.eye(2)[actions])
 
 
 def test_a_short_run_improves_on_cartpole_with_half_the_observations_dropped() -> None:

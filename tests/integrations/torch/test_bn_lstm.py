@@ -104,10 +104,26 @@ def test_eval_with_lengths_equals_each_sequence_alone() -> None:
 
 
 def test_eval_runs_past_t_max_with_the_last_statistics() -> None:
+    """Steps at or past t_max normalise with step t_max - 1's statistics: the same as a
+    model whose later steps hold copies of them."""
+    torch.manual_seed(0)
     lstm = BNLSTM(2, 3, t_max=4)
-    lstm(torch.randn(4, 8, 2))
+    lstm(torch.randn(4, 8, 2) * 3 + 1)
     lstm.eval()
-    out, _ = lstm(torch.randn(40, 2, 2))
+    x = torch.randn(40, 2, 2)
+    out, _ = lstm(x)
+    copied = BNLSTM(2, 3, t_max=40).eval()
+    state = lstm.state_dict()
+    for key, value in copied.state_dict().items():
+        if key.endswith(("running_mean", "running_var")):
+            rows = state[key][torch.arange(40).clamp(max=3)]  # step t uses min(t, 3)'s
+            value.copy_(rows)
+        elif key.endswith("steps_tracked"):
+            value.fill_(40)
+        elif not key.endswith("batches_tracked"):
+            value.copy_(state[key])
+    expected, _ = copied(x)
+    torch.testing.assert_close(out, expected)
     assert torch.isfinite(out).all()
 
 

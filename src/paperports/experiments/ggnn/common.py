@@ -20,7 +20,7 @@ from torch_geometric.loader import DataLoader
 from paperports.adapters.babi import TASKS, BabiGraphs
 from paperports.integrations.pyg import GGNN, GGSNN, NodeSelection
 
-__all__ = ["Settings", "accuracy_after_training", "make_model"]
+__all__ = ["Settings", "accuracy_after_training", "heldout_accuracy", "make_model", "train_model"]
 
 
 @dataclass(frozen=True)
@@ -123,19 +123,18 @@ def _correct(model: nn.Module, batch: Batch) -> Tensor:
     return right
 
 
-def accuracy_after_training(
+def train_model(
     task: str, num_train: int, seed: int, variant: str, settings: Settings
-) -> float:
-    """Train on ``num_train`` generated stories (seed ``seed``) and return the accuracy on
-    ``settings.test_size`` fresh ones."""
+) -> tuple[nn.Module, list[float]]:
+    """Train a model of ``variant`` on ``num_train`` generated stories (seed ``seed``); the
+    model and its training loss at every update."""
     torch.manual_seed(seed)
     train = BabiGraphs(task, num_train, seed=seed)
-    test = BabiGraphs(task, settings.test_size, seed=10_000 + seed)
     model = make_model(task, variant, settings)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings.lr)
     generator = torch.Generator().manual_seed(seed)
-    done = 0
-    while done < settings.updates:
+    losses: list[float] = []
+    while len(losses) < settings.updates:
         for batch in DataLoader(
             train, batch_size=settings.batch_size, shuffle=True, generator=generator
         ):
@@ -144,8 +143,23 @@ def accuracy_after_training(
             loss = _loss(model, batch)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
-            done += 1
-            if done == settings.updates:
+            losses.append(float(loss))
+            if len(losses) == settings.updates:
                 break
+    return model, losses
+
+
+def heldout_accuracy(model: nn.Module, task: str, seed: int, settings: Settings) -> float:
+    """The accuracy on ``settings.test_size`` fresh stories (seed ``10_000 + seed``)."""
+    test = BabiGraphs(task, settings.test_size, seed=10_000 + seed)
     batch = next(iter(DataLoader(test, batch_size=len(test))))
     return float(_correct(model, batch).float().mean())
+
+
+def accuracy_after_training(
+    task: str, num_train: int, seed: int, variant: str, settings: Settings
+) -> float:
+    """Train on ``num_train`` generated stories (seed ``seed``) and return the accuracy on
+    ``settings.test_size`` fresh ones."""
+    model, _ = train_model(task, num_train, seed, variant, settings)
+    return heldout_accuracy(model, task, seed, settings)

@@ -41,12 +41,17 @@ def _gammas(model: torch.nn.Module) -> list[torch.Tensor]:
     ],
 )
 def test_auto_classes_find_the_family(auto: type, cls: type, tmp_path: Path) -> None:
-    config = AutoConfig.for_model("bn_lstm", vocab_size=30, hidden_size=16)
-    assert isinstance(config, BnLstmConfig)
-    model = auto.from_config(config)
+    config = AutoConfig.for_model("bn_lstm", vocab_size=30, hidden_size=16, t_max=6)
+    assert isinstance(config, BnLstmConfig) and config.t_max == 6
+    model = auto.from_config(config).eval()
     assert type(model) is cls
     model.save_pretrained(tmp_path)
-    assert type(auto.from_pretrained(tmp_path)) is cls
+    loaded = auto.from_pretrained(tmp_path).eval()
+    assert type(loaded) is cls and loaded.config.t_max == 6
+    ids = torch.randint(0, 30, (2, 5), generator=torch.Generator().manual_seed(0))
+    first, second = model(ids), loaded(ids)
+    for key in first:  # every output the same, from the same weights and statistics
+        torch.testing.assert_close(first[key], second[key], msg=key)
 
 
 @pytest.mark.parametrize("gamma_init", [0.1, 0.3])
@@ -104,8 +109,17 @@ def test_generate_is_the_greedy_argmax_loop() -> None:
         nxt = model(ids).logits[:, -1].argmax(-1, keepdim=True)
         ids = torch.cat([ids, nxt], dim=1)
     assert torch.equal(generated, ids)
+    torch.manual_seed(1)
     sampled = model.generate(prompt, max_new_tokens=5, do_sample=True, top_k=5)
-    assert sampled.shape == (1, 8)
+    torch.manual_seed(1)
+    assert torch.equal(model.generate(prompt, max_new_tokens=5, do_sample=True, top_k=5), sampled)
+    assert torch.equal(sampled[:, :3], prompt)
+    for t in range(3, 8):  # each sampled token is among the top 5 for its prefix
+        top5 = model(sampled[:, :t]).logits[0, -1].topk(5).indices
+        assert int(sampled[0, t]) in top5.tolist()
+    assert torch.equal(
+        model.generate(prompt, max_new_tokens=5, do_sample=True, top_k=1), generated
+    )  # top-1 sampling is greedy
 
 
 def test_right_padding_equals_each_sequence_alone_in_eval() -> None:

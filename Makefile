@@ -1,5 +1,5 @@
 # The two commands of the README, and their parts.
-#   make demo   set up .venv, then `paperports reproduce --quick`
+#   make demo   set up .venv, then `paperports reproduce all --quick --jobs 2` (under 10 minutes)
 #   make test   set up .venv, then tests, lint, types and the docs build
 # TORCH picks the torch build: the default is the CPU wheel; for CUDA, for example
 #   make test TORCH="torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
@@ -17,7 +17,7 @@ export NO_MKDOCS_2_WARNING := 1
 .PHONY: demo test setup pytest lint typecheck docs reproduce bench clean
 
 demo: setup
-	$(BIN)/paperports reproduce all --quick
+	$(BIN)/paperports reproduce all --quick --jobs 2
 
 test: setup pytest lint typecheck docs
 

@@ -37,6 +37,11 @@ class _Fake:
         ctx.out.mkdir(parents=True, exist_ok=True)
         path = ctx.out / "report.md"
         path.write_text(f"quick={ctx.quick} seed={ctx.seed} jobs={ctx.jobs} [{ctx.command}]")
+        summary = [
+            {"claim": "accuracy", "ours": f"{90 + ctx.seed}%", "paper": "99% (MNIST)"},
+            {"claim": "a much longer claim", "ours": "1.5", "paper": "1.2"},
+        ]
+        (ctx.out / "results.json").write_text(json.dumps({"summary": summary}))
         return path
 
     @staticmethod
@@ -70,6 +75,20 @@ def test_reproduce_writes_under_out_and_passes_options(fake_method: str, tmp_pat
     assert (tmp_path / "fake" / "report.md").read_text() == (
         f"quick=False seed=0 jobs=4 [paperports reproduce fake --jobs 4 {out}]"
     )
+
+
+def test_reproduce_ends_with_the_summary_of_each_report(
+    fake_method: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert cli.main(["reproduce", fake_method, "--seed", "4", "--out", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    table = out[out.index("What each report found") :].splitlines()
+    assert table[2].split() == ["method", "claim", "ours", "paper"]
+    # the rows of results.json's "summary", the method named once, columns aligned
+    assert table[3].split() == ["fake", "accuracy", "94%", "99%", "(MNIST)"]
+    assert table[4].split() == ["a", "much", "longer", "claim", "1.5", "1.2"]
+    assert table[3].index("94%") == table[4].index("1.5") == table[2].index("ours")
+    assert table[-1].split() == ["fake", str(tmp_path / "fake" / "report.md")]
 
 
 @pytest.mark.parametrize("jobs", ["0", "-2", "two"])

@@ -33,3 +33,22 @@ def test_report_writes_markdown_json_and_figures(tmp_path: Path) -> None:
     assert provenance["command"] == "paperports reproduce jsma"
     assert len(provenance["commit"]) == 40 and isinstance(provenance["uncommitted_changes"], bool)
     assert provenance["paperports"] and provenance["torch"] and provenance["date"].endswith("Z")
+
+
+def test_findings_head_the_report_and_go_to_the_results(tmp_path: Path) -> None:
+    report = Report(METHODS["jsma"], tmp_path)
+    report.section("Setup")
+    report.finding("success", "95.00%", "97.10% (MNIST)")
+    report.finding("distortion", "3.1%", "4.02%")
+    md = report.write().read_text()
+    assert md.index("## Summary") < md.index("## Setup")
+    assert "| claim | ours | paper |" in md and "| success | 95.00% | 97.10% (MNIST) |" in md
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["summary"] == [
+        {"claim": "success", "ours": "95.00%", "paper": "97.10% (MNIST)"},
+        {"claim": "distortion", "ours": "3.1%", "paper": "4.02%"},
+    ]
+    # a report without findings has no summary section
+    plain = Report(METHODS["jsma"], tmp_path / "plain")
+    assert "## Summary" not in plain.write().read_text()
+    assert "summary" not in json.loads((tmp_path / "plain" / "results.json").read_text())

@@ -76,6 +76,13 @@ class Report:
         self.out.mkdir(parents=True, exist_ok=True)
         self.parts: list[str] = []
         self.results: dict[str, Any] = {}
+        self.findings: list[dict[str, str]] = []
+
+    def finding(self, claim: str, ours: str, paper: str) -> None:
+        """One row of the summary: a claim of the paper, what this run measured and the
+        paper's figure. The rows head ``report.md``, go to ``results.json`` as
+        ``"summary"``, and ``paperports reproduce`` ends with them."""
+        self.findings.append({"claim": claim, "ours": ours, "paper": paper})
 
     def text(self, markdown: str) -> None:
         """Add a paragraph of markdown."""
@@ -102,10 +109,16 @@ class Report:
     def write(self) -> Path:
         """Write ``report.md`` and ``results.json``; return the path of ``report.md``."""
         head = f"# {self.method.title}: reproduction report\n\nPaper: {self.method.citation}"
-        md = "\n\n".join([head, *self.parts]) + "\n"
+        summary = []
+        if self.findings:
+            rows = [[f["claim"], f["ours"], f["paper"]] for f in self.findings]
+            summary = ["## Summary", markdown_table(["claim", "ours", "paper"], rows)]
+        md = "\n\n".join([head, *summary, *self.parts]) + "\n"
         path = self.out / "report.md"
         path.write_text(md)
         results = {"provenance": provenance(self.command), **self.results}
+        if self.findings:
+            results["summary"] = self.findings
         data = json.dumps(_strict(results), indent=2, allow_nan=False)
         (self.out / "results.json").write_text(data + "\n")
         return path

@@ -2,20 +2,41 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch_geometric
 
-from paperports.experiments.ggnn.common import Settings, accuracy_after_training, make_model
+from paperports.experiments.ggnn.common import (
+    Settings,
+    accuracy_after_training,
+    heldout_accuracy,
+    make_model,
+    train_model,
+)
 from paperports.integrations.pyg import GGNN, GGSNN
+from paperports.registry import METHODS
+from paperports.reporting import Report
 
 TINY = Settings(updates=20, test_size=40)
 
 
 @pytest.mark.parametrize("task", ["babi16", "babi18", "babi19", "eulerian"])
 def test_both_variants_train_and_score_each_kind_of_task(task: str) -> None:
+    """Training lowers each variant's loss on every kind of output (node selection, graph
+    class, class and node sequences), and the score counts right answers of the test set."""
+    settings = Settings(updates=30, test_size=40)
     for variant in ("ours", "pyg"):
-        accuracy = accuracy_after_training(task, 10, seed=0, variant=variant, settings=TINY)
-        assert 0.0 <= accuracy <= 1.0
+        model, losses = train_model(task, 10, seed=0, variant=variant, settings=settings)
+        assert len(losses) == 30
+        assert sum(losses[-5:]) < sum(losses[:5]), (variant, losses[:5], losses[-5:])
+        accuracy = heldout_accuracy(model, task, seed=0, settings=settings)
+        assert (accuracy * 40) == pytest.approx(round(accuracy * 40))  # k right of 40
+
+
+def test_the_same_seed_gives_the_same_accuracy() -> None:
+    first = accuracy_after_training("babi15", 10, seed=3, variant="ours", settings=TINY)
+    assert accuracy_after_training("babi15", 10, seed=3, variant="ours", settings=TINY) == first
 
 
 def test_pyg_variant_swaps_in_pygs_layer_and_ours_keeps_edge_types() -> None:
@@ -59,3 +80,31 @@ def test_sequence_baselines_read_stories_as_symbols() -> None:
         SequenceBaseline("GRU", 20, 8, 4, 2)
     # bAbI 4 (one relation to look up) is within reach of an LSTM
     assert baseline_accuracy("babi4", "LSTM", 300, seed=0, updates=300, test_size=200) > 0.6
+
+
+def test_the_quick_budget_trains_each_task_at_its_summary_size_and_reports_it(
+    tmp_path: Path,
+) -> None:
+    """--quick trains every task once, at the size of its summary row, and the summary puts
+    each task's mean accuracy beside the paper's, in the rows' task order."""
+    from paperports.adapters.babi import TASKS
+    from paperports.experiments.ggnn.reproduce import FINDINGS, PAPER, _findings, _sizes
+
+    quick = {task: _sizes(task, quick=True) for task in TASKS}
+    assert all(len(sizes) == 1 for sizes in quick.values())
+    assert {task for _, tasks, _ in FINDINGS for task in tasks} == set(TASKS)
+    for task in TASKS:  # the full budget includes it, and the paper reports it
+        assert quick[task][0] in _sizes(task, quick=False)
+        assert quick[task][0] in PAPER[task]
+    results = {
+        task: {"ours": {quick[task][0]: [0.5 + 0.01 * i, 0.7]}, "pyg": {}}
+        for i, task in enumerate(TASKS)
+    }
+    report = Report(METHODS["ggnn"], tmp_path)
+    _findings(report, results)
+    first = report.findings[0]
+    assert first["claim"] == "bAbI 4 / 15 / 16 / 18 %, 50 examples"
+    assert list(TASKS)[:4] == ["babi4", "babi15", "babi16", "babi18"]
+    assert first["ours"] == "60.0 / 60.5 / 61.0 / 61.5"  # the mean of each task's seeds
+    assert first["paper"] == "100.0 / 100.0 / 100.0 / 100.0"
+    assert report.findings[1]["paper"] == f"{PAPER['babi19'][250]:.1f}"

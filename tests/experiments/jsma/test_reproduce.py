@@ -12,10 +12,19 @@ def test_quick_reproduction_writes_a_report_beside_the_papers_figures(tmp_path: 
     assert cli.main(["reproduce", "jsma", "--quick", "--quiet", "--out", str(tmp_path)]) == 0
     out = tmp_path / "jsma"
     md = (out / "report.md").read_text()
-    assert "97.10%" in md and "4.02%" in md  # the paper's figures, beside ours
     for png in ["success_vs_budget", "success", "hardness", "adversarial_distance", "grid"]:
         assert (out / f"{png}.png").stat().st_size > 1000
     res = json.loads((out / "results.json").read_text())
+    # the report's table puts each attack's figures, as results.json has them, beside the
+    # paper's
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if " | " in line}
+    paper = res["paper"]
+    assert f"| {paper['success_rate']:.2%} |" in rows["paper (pairs, logits), MNIST"]
+    assert f"| {paper['mean_l0_fraction']:.2%} |" in rows["paper (pairs, logits), MNIST"]
+    for name, run in res["runs_28"].items():
+        assert f"| {run['success_rate']:.2%} |" in rows[name], name
+        assert f"| {run['mean_l0_fraction_successful']:.2%} |" in rows[name], name
+        assert name.startswith("ART") or 0.0 <= run["fallback_step_share"] <= 1.0
     default = res["runs_28"]["pairs, probabilities (default)"]
     art = res["runs_28"]["ART SaliencyMapMethod"]
     assert default["attacks"] == 40 * 9
@@ -24,5 +33,18 @@ def test_quick_reproduction_writes_a_report_beside_the_papers_figures(tmp_path: 
     # the default must serve users at least as well as ART on the same attacks
     assert default["success_rate"] >= art["success_rate"]
     assert default["mean_l0_fraction_successful"] <= art["mean_l0_fraction_successful"]
+    assert set(res["runs_28"]) == {  # --quick leaves the single-feature modes out
+        "pairs, probabilities (default)",
+        "pairs, logits (the paper's rule)",
+        "ART SaliencyMapMethod",
+    }
+    # the summary that `paperports reproduce` ends with: these runs beside the paper
+    summary = {row["claim"]: row for row in res["summary"]}
+    default_row = summary["success at mean L0, default attack"]
+    assert default_row["ours"] == (
+        f"{default['success_rate']:.2%} at {default['mean_l0_fraction_successful']:.2%}"
+    )
+    assert default_row["paper"].startswith(f"{paper['success_rate']:.2%} at ")
+    assert md.index("## Summary") < md.index("## Setup")
     hardness = res["hardness"]
     assert (len(hardness) == 10 and hardness[0][0] is None) or hardness[0][0] != hardness[0][0]

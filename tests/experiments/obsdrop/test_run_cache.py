@@ -8,6 +8,7 @@ import io
 import zipfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from paperports.experiments.obsdrop import agents as agents_module
@@ -116,9 +117,17 @@ def test_the_quick_reproduction_writes_its_report_from_the_cache(
         assert (tmp_path / f"{figure}.png").exists()
     agents = sorted((tmp_path / "runs").glob("obsdrop_0.1_0_*.zip"))
     assert agents and isinstance(RecurrentPPO.load(agents[0]).policy, ObservationalDropoutPolicy)
-    assert len(list((tmp_path / "runs").glob("*.zip"))) == len(
-        list((tmp_path / "runs").glob("*.json"))
-    )  # every agent kept, the ceiling's PPO too
+    # every agent kept: --quick trains the two of the summary (p = 10% and 100%) alone
+    assert len(list((tmp_path / "runs").glob("*.zip"))) == 2
+    assert len(list((tmp_path / "runs").glob("*.json"))) == 2
+    assert "The ablation runs in the full budget" in text
+    summary = {row["claim"]: row for row in results["summary"]}
+    means = [f"{np.mean(results['returns'][p]):.0f}" for p in ("0.1", "1.0")]
+    assert summary["swing-up return, p = 10% / 100%"] == {
+        "claim": "swing-up return, p = 10% / 100%",
+        "ours": f"{means[0]} / {means[1]}",
+        "paper": f"{results['paper']['0.1']} / {results['paper']['1.0']}",
+    }
 
     trained: list[AgentRun] = []
     monkeypatch.setattr(reproduce_module, "run_agent", lambda run, *a: trained.append(run))

@@ -17,7 +17,7 @@ from torch import nn
 
 from paperports.adapters.checkpoints import minilm_checkpoint
 from paperports.benchmarking import BenchResult, BenchRow, paired_median_times
-from paperports.experiments.bert.common import quiet_transformers
+from paperports.experiments.trainer_runs import quiet_transformers
 from paperports.integrations.transformers import BertForMaskedLM, BertModel
 from paperports.registry import RunContext
 

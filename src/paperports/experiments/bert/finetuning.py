@@ -24,9 +24,9 @@ import numpy as np
 import torch
 import transformers
 from transformers import Trainer, TrainingArguments
-from transformers.trainer_callback import PrinterCallback
 
 from paperports.adapters.text_corpus import stdlib_documents
+from paperports.experiments.trainer_runs import quiet_trainer
 from paperports.integrations.transformers import BertForSequenceClassification
 
 __all__ = ["FinetuneRun", "consecutive_sentence_pairs", "finetune_both"]
@@ -101,7 +101,7 @@ def _train(
             use_cpu=True,
             seed=seed,
             data_seed=seed,
-            disable_tqdm=quiet,
+            disable_tqdm=True,  # quiet_trainer shows our own bar
         )
         trainer = Trainer(
             model=model,
@@ -109,8 +109,8 @@ def _train(
             train_dataset=train,
             data_collator=transformers.DataCollatorWithPadding(tokenizer),
         )
-        if quiet:
-            trainer.remove_callback(PrinterCallback)
+        library = type(model).__module__.split(".")[0]  # paperports or transformers
+        quiet_trainer(trainer, quiet=quiet, desc=f"fine-tuning {library}'s")
         trainer.train()
         output = trainer.predict(test)  # type: ignore[arg-type]
     predictions = np.asarray(output.predictions).argmax(-1)

@@ -23,7 +23,6 @@ from typing import Any
 import numpy as np
 import torch
 from transformers import EvalPrediction, Trainer, TrainingArguments
-from transformers.trainer_callback import PrinterCallback
 
 from paperports.adapters.bert_pretraining import (
     DataCollatorForPreTraining,
@@ -31,6 +30,7 @@ from paperports.adapters.bert_pretraining import (
     train_wordpiece,
 )
 from paperports.adapters.text_corpus import stdlib_documents
+from paperports.experiments.trainer_runs import quiet_trainer
 from paperports.integrations.transformers import BertConfig, BertForPreTraining
 
 __all__ = ["PretrainingRun", "pretrain"]
@@ -142,7 +142,7 @@ def pretrain(
             save_strategy="no",
             use_cpu=True,
             seed=seed,
-            disable_tqdm=quiet,
+            disable_tqdm=True,  # quiet_trainer shows our own bar
         )
         trainer = Trainer(
             model=model,
@@ -153,8 +153,7 @@ def pretrain(
             compute_metrics=_held_out_metrics,
             preprocess_logits_for_metrics=_reduce_logits,  # type: ignore[arg-type]
         )
-        if quiet:
-            trainer.remove_callback(PrinterCallback)
+        quiet_trainer(trainer, quiet=quiet, desc="pre-training")
         trainer.train()
 
     run = PretrainingRun(

@@ -19,8 +19,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import Trainer, TrainingArguments
 from transformers.modeling_outputs import CausalLMOutput
-from transformers.trainer_callback import PrinterCallback
 
+from paperports.experiments.trainer_runs import quiet_trainer
 from paperports.integrations.torch import update_bn
 from paperports.integrations.transformers import BnLstmConfig, BnLstmForCausalLM
 
@@ -93,11 +93,10 @@ def train_lm(
             save_strategy="no",
             use_cpu=True,
             seed=seed,
-            disable_tqdm=quiet,
+            disable_tqdm=True,  # quiet_trainer shows our own bar
         )
         trainer = Trainer(model=model, args=args, train_dataset=data)
-        if quiet:  # without a progress bar, Trainer prints every log line instead
-            trainer.remove_callback(PrinterCallback)
+        quiet_trainer(trainer, quiet=quiet, desc=f"{type(model).__name__}")
         trainer.train()
     update_bn([train[:512]], model)  # population statistics; a no-op for the LSTM
     return [h["loss"] for h in trainer.state.log_history if "loss" in h]

@@ -32,6 +32,7 @@ from paperports.experiments.bnlstm.language_model import (
     stdlib_bytes,
     train_lm,
 )
+from paperports.experiments.trainer_runs import quiet_transformers
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, update_bn
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
@@ -44,6 +45,7 @@ PAPER = {  # test accuracy (%) and bits per character, Cooijmans et al. 2016
 }
 LM = {"embedding": 64, "hidden": 128, "seq_len": 100, "batch": 32}
 LENGTH_FACTORS = (1, 2, 5, 10)
+KINDS = ("LSTM", "BN-LSTM")
 HIDDEN = 64
 MNIST_TRAIN = 60_000
 _PERMUTATION = torch.randperm(64, generator=torch.Generator().manual_seed(1234))
@@ -143,7 +145,7 @@ def gradient_flow(gamma: float, seed: int = 0, steps: int = 64) -> np.ndarray:
 def reproduce(ctx: RunContext) -> Path:
     report = Report(METHODS["bnlstm"], ctx.out, ctx.command)
     seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
-    epochs = 20 if ctx.quick else 60
+    epochs = 10 if ctx.quick else 60
 
     curves: dict[tuple[str, str], list[list[float]]] = {}
     seconds: dict[tuple[str, str], float] = {}
@@ -164,13 +166,24 @@ def reproduce(ctx: RunContext) -> Path:
     flow = {g: gradient_flow(g, seed=ctx.seed) for g in gammas}
 
     _write(report, ctx, seeds, epochs, curves, seconds, ablation, flow, ema)
-    _language_model(report, ctx)
+    for task in ("sequential", "permuted"):
+        ours = " / ".join(f"{_final(curves[(task, kind)])[0]:.1f}" for kind in KINDS)
+        paper = " / ".join(f"{PAPER[task][kind]:.1f}" for kind in KINDS)
+        report.finding(f"{task} digits %, LSTM / BN-LSTM", ours, f"{paper} (MNIST)")
+    with quiet_transformers():
+        bpc = _language_model(report, ctx)
+    report.finding(
+        "bits per character, LSTM / BN-LSTM",
+        " / ".join(f"{bpc[kind]:.3f}" for kind in KINDS),
+        " / ".join(f"{PAPER['ptb_bpc'][kind]:.2f}" for kind in KINDS) + " (PTB)",
+    )
     return report.write()
 
 
-def _language_model(report: Report, ctx: RunContext) -> None:
-    """Experiments 2 and 4: bits per character, and longer held-out sequences."""
-    steps = 600 if ctx.quick else 3000
+def _language_model(report: Report, ctx: RunContext) -> dict[str, float]:
+    """Experiments 2 and 4: bits per character, and longer held-out sequences. Returns
+    each model's held-out bits per character."""
+    steps = 300 if ctx.quick else 3000
     train, held = stdlib_bytes()
     t = LM["seq_len"]
     pieces = chunks(train, t)
@@ -265,6 +278,7 @@ def _language_model(report: Report, ctx: RunContext) -> None:
         "losses": losses,
         "bpc_by_length": {k: {str(f * t): v for f, v in d.items()} for k, d in by_length.items()},
     }
+    return bpc
 
 
 def _final(runs: list[list[float]]) -> tuple[float, float]:

@@ -52,3 +52,35 @@ def test_findings_head_the_report_and_go_to_the_results(tmp_path: Path) -> None:
     plain = Report(METHODS["jsma"], tmp_path / "plain")
     assert "## Summary" not in plain.write().read_text()
     assert "summary" not in json.loads((tmp_path / "plain" / "results.json").read_text())
+
+
+def test_provenance_flags_changes_to_the_code_not_to_the_outputs(tmp_path: Path) -> None:
+    """A run writes its own report files into the checkout (docs/reports/...): those must
+    not mark it as run on uncommitted code; a change under src/ must."""
+    import subprocess
+
+    from paperports.reporting import provenance
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=tmp_path, capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    (tmp_path / "src").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "src" / "code.py").write_text("x = 1\n")
+    (tmp_path / "docs" / "results.json").write_text("{}\n")
+    (tmp_path / "pyproject.toml").write_text("[project]\n")
+    git("init", "-q")
+    git("add", ".")
+    git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "start")
+    clean = provenance("cmd", root=tmp_path)
+    assert clean["commit"] == git("rev-parse", "HEAD") and clean["uncommitted_changes"] is False
+    (tmp_path / "docs" / "results.json").write_text('{"new": 1}\n')  # the run's own output
+    (tmp_path / "docs" / "plot.png").write_bytes(b"png")
+    assert provenance("cmd", root=tmp_path)["uncommitted_changes"] is False
+    (tmp_path / "src" / "new.py").write_text("y = 2\n")  # untracked code counts
+    assert provenance("cmd", root=tmp_path)["uncommitted_changes"] is True
+    (tmp_path / "src" / "new.py").unlink()
+    (tmp_path / "pyproject.toml").write_text("[project]\nname = 'x'\n")
+    assert provenance("cmd", root=tmp_path)["uncommitted_changes"] is True

@@ -13,9 +13,10 @@ from paperports.registry import Method
 __all__ = ["Report", "markdown_table", "provenance"]
 
 
-def provenance(command: str) -> dict[str, Any]:
+def provenance(command: str, root: Path | None = None) -> dict[str, Any]:
     """Where a results file comes from: the command that wrote it, the commit it ran at
-    (and whether the working tree had uncommitted changes), the date and the versions."""
+    (and whether the code, ``src/`` and ``pyproject.toml``, differed from it: the run's own
+    output files and the docs do not count), the date and the versions."""
     import datetime
     import platform
     import subprocess
@@ -24,7 +25,7 @@ def provenance(command: str) -> dict[str, Any]:
 
     import paperports
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[2] if root is None else root  # the checkout
 
     def git(*args: str) -> str | None:
         try:
@@ -36,7 +37,7 @@ def provenance(command: str) -> dict[str, Any]:
         return done.stdout.strip()
 
     commit = git("rev-parse", "HEAD")
-    status = git("status", "--porcelain", "--untracked-files=no")
+    status = git("status", "--porcelain", "--", "src", "pyproject.toml")
     return {
         "command": command,
         "commit": commit,

@@ -17,7 +17,10 @@ def test_quick_reproduction_writes_a_report_beside_the_papers_figures(tmp_path: 
     res = json.loads((out / "results.json").read_text())
     # the report's table puts each attack's figures, as results.json has them, beside the
     # paper's
-    rows = {line.split(" | ")[0].lstrip("| "): line for line in md.splitlines() if " | " in line}
+    section_28 = md.split("## Success and distortion (28x28)")[1].split("\n## ")[0]
+    rows = {
+        line.split(" | ")[0].lstrip("| "): line for line in section_28.splitlines() if " | " in line
+    }
     paper = res["paper"]
     assert f"| {paper['success_rate']:.2%} |" in rows["paper (pairs, logits), MNIST"]
     assert f"| {paper['mean_l0_fraction']:.2%} |" in rows["paper (pairs, logits), MNIST"]

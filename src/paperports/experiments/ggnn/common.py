@@ -143,7 +143,7 @@ def train_model(
             loss = _loss(model, batch)
             loss.backward()  # type: ignore[no-untyped-call]
             optimizer.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
             if len(losses) == settings.updates:
                 break
     return model, losses

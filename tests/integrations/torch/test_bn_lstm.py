@@ -42,11 +42,11 @@ def test_gamma_starts_at_gamma_init() -> None:
     gammas = [
         p
         for n, p in lstm.named_parameters()
-        if n.endswith(("bn_ih.weight", "bn_hh.weight", "bn_c.weight"))
+        if n.startswith(("bn_ih_", "bn_hh_", "bn_c_")) and n.endswith(".weight")
     ]
     assert len(gammas) == 12
     assert all(torch.all(g == 0.1) for g in gammas)
-    assert torch.all(BNLSTM(3, 4, gamma_init=1.0).cells[0].bn_c.weight == 1.0)
+    assert torch.all(BNLSTM(3, 4, gamma_init=1.0).bn_c_l0.weight == 1.0)
 
 
 def test_cell_equations_against_a_direct_computation() -> None:
@@ -60,7 +60,8 @@ def test_cell_equations_against_a_direct_computation() -> None:
     gates = (
         bn(h @ cell.weight_hh.T, cell.bn_hh.weight)
         + bn(x @ cell.weight_ih.T, cell.bn_ih.weight)
-        + cell.bias
+        + cell.bias_ih
+        + cell.bias_hh
     )
     i, f, g, o = gates.chunk(4, 1)
     c_ref = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)

@@ -33,9 +33,9 @@ def test_update_bn_accepts_tuples_dicts_and_a_custom_forward() -> None:
     lstm = BNLSTM(2, 4)
     x = torch.randn(5, 16, 2)
     update_bn([(x, torch.zeros(16))], lstm)
-    first = lstm.cells[0].bn_c.running_mean.clone()
+    first = lstm.bn_c_l0.running_mean.clone()
     update_bn([{"input": x}], lstm)
-    torch.testing.assert_close(lstm.cells[0].bn_c.running_mean, first)
+    torch.testing.assert_close(lstm.bn_c_l0.running_mean, first)
     calls = []
     update_bn([x], lstm, forward=lambda m, b: calls.append(m(b)))
     assert len(calls) == 1
@@ -105,11 +105,11 @@ def test_a_nan_batch_in_training_keeps_the_statistics_finite_and_update_bn_repai
     # skips every step after it; clean steps update as usual
     changed = {
         name: [not torch.equal(after[name][t], before[name][t]) for t in range(6)]
-        for name in ("cells.0.bn_ih.running_mean", "cells.0.bn_hh.running_mean")
+        for name in ("bn_ih_l0.running_mean", "bn_hh_l0.running_mean")
     }
-    assert changed["cells.0.bn_ih.running_mean"] == [True, True, False, True, True, True]
+    assert changed["bn_ih_l0.running_mean"] == [True, True, False, True, True, True]
     # (at step 0 the state is zero, so its mean stays 0)
-    assert changed["cells.0.bn_hh.running_mean"] == [False, True, True, False, False, False]
+    assert changed["bn_hh_l0.running_mean"] == [False, True, True, False, False, False]
     lstm.eval()
     assert torch.isfinite(lstm(torch.randn(6, 4, 3))[0]).all()
     # in update_bn the bad batch's non-finite steps do not count: the statistics stay finite
@@ -123,3 +123,37 @@ def test_a_nan_batch_in_training_keeps_the_statistics_finite_and_update_bn_repai
     update_bn([clean], reference)
     for (name, a), b in zip(lstm.named_buffers(), reference.buffers(), strict=True):
         torch.testing.assert_close(a, b, msg=name)
+
+
+def test_torchs_own_update_bn_recomputes_the_recurrent_statistics() -> None:
+    """``torch.optim.swa_utils.update_bn`` looks for ``nn.BatchNorm`` layers only, and once
+    left these statistics as they were; now it gives what ours gives."""
+    import copy
+
+    from torch.optim import swa_utils
+
+    torch.manual_seed(0)
+    lstm = BNLSTM(3, 4, num_layers=2, t_max=6)
+    with torch.no_grad():
+        lstm(5 * torch.randn(6, 8, 3) + 2)  # statistics far from the loader's
+    loader = [(torch.randn(6, 8, 3) + k, torch.zeros(8)) for k in range(3)]
+    ours, theirs = copy.deepcopy(lstm), copy.deepcopy(lstm)
+    update_bn(loader, ours)
+    swa_utils.update_bn(loader, theirs)
+    changed = False
+    for (name, a), b, before in zip(
+        ours.state_dict().items(),
+        theirs.state_dict().values(),
+        lstm.state_dict().values(),
+        strict=True,
+    ):
+        torch.testing.assert_close(b, a, msg=name)
+        changed |= not torch.equal(a, before)
+    assert changed
+    assert all(m.momentum == 0.1 for m in theirs.modules() if isinstance(m, RecurrentBatchNorm))
+    # the handle torch finds holds no state and is not a layer
+    handle = theirs.bn_c_l0._swa_update_bn
+    assert not list(handle.parameters()) and not list(handle.buffers())
+    with pytest.raises(RuntimeError, match=r"only serves torch\.optim\.swa_utils\.update_bn"):
+        handle(torch.randn(2, 1))
+    assert "_swa_update_bn" not in repr(theirs)

@@ -3,8 +3,10 @@ r"""BN-LSTM: the LSTM of "Recurrent Batch Normalization" as a drop-in for ``torc
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -55,6 +57,12 @@ class BNLSTMCell(nn.Module):
         forget_bias: The initial forget-gate bias (1.0, a common LSTM choice).
         momentum: The running statistics' update rate (``None``: a cumulative average).
         eps: Added to the variances.
+        device: Where to create the parameters and statistics.
+        dtype: Their floating-point type.
+
+    Parameters are named as ``nn.LSTMCell``'s (``weight_ih``, ``weight_hh``, ``bias_ih``,
+    ``bias_hh``), so its state dict loads (``strict=False``: the batch norms stay at their
+    initialisation); only the sum of the two biases enters the equations.
 
     Shapes:
         - input: ``(B, input_size)``; ``hx``: ``((B, H), (B, H))`` or ``None`` (zeros);
@@ -73,6 +81,8 @@ class BNLSTMCell(nn.Module):
         forget_bias: float = 1.0,
         momentum: float | None = 0.1,
         eps: float = 1e-5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         who = type(self).__name__
@@ -80,36 +90,47 @@ class BNLSTMCell(nn.Module):
         hidden_size = check_int("hidden_size", hidden_size, minimum=1, who=who)
         bias = check_bool("bias", bias, who=who)
         forget_bias = check_float("forget_bias", forget_bias, who=who)
+        factory = {"device": device, "dtype": dtype}
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.forget_bias = forget_bias
-        h4 = 4 * hidden_size
-        self.weight_ih = nn.Parameter(torch.empty(h4, input_size))
-        self.weight_hh = nn.Parameter(torch.empty(h4, hidden_size))
-        self.bias = nn.Parameter(torch.empty(h4)) if bias else None
-
-        def norm(features: int, bias: bool) -> RecurrentBatchNorm:
-            return RecurrentBatchNorm(
-                features, t_max, gamma_init=gamma_init, bias=bias, momentum=momentum, eps=eps
-            )
-
-        self.bn_ih = norm(h4, bias=False)  # beta_x = 0: the bias b carries the shift
-        self.bn_hh = norm(h4, bias=False)  # beta_h = 0
-        self.bn_c = norm(hidden_size, bias=True)
+        self.bias = bias
+        weights = _layer_weights(input_size, hidden_size, bias, factory)
+        self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh = weights
+        self.bn_ih, self.bn_hh, self.bn_c = _layer_norms(
+            hidden_size, t_max, gamma_init, momentum, eps, factory
+        )
         self.reset_parameters()
+        self.register_load_state_dict_pre_hook(_one_bias_to_two)  # type: ignore[no-untyped-call]
+
+    weight_ih: nn.Parameter
+    weight_hh: nn.Parameter
+    bias_ih: nn.Parameter | None
+    bias_hh: nn.Parameter | None
 
     def reset_parameters(self) -> None:
         """Input weights Xavier-uniform, recurrent weights orthogonal per gate, forget-gate
-        bias ``forget_bias``, other biases 0, :math:`\\gamma` = ``gamma_init``."""
-        h = self.hidden_size
-        nn.init.xavier_uniform_(self.weight_ih)
-        for k in range(4):
-            nn.init.orthogonal_(self.weight_hh.data[k * h : (k + 1) * h])
-        if self.bias is not None:
-            nn.init.zeros_(self.bias)
-            nn.init.constant_(self.bias[h : 2 * h], self.forget_bias)
-        for bn in (self.bn_ih, self.bn_hh, self.bn_c):
-            bn.reset_parameters()
+        bias ``forget_bias`` (in ``bias_ih``), other biases 0, :math:`\\gamma` =
+        ``gamma_init``."""
+        _reset_layer(_LayerParams.of(self), self.forget_bias)
+
+    @property
+    def gate_bias(self) -> Tensor | None:
+        """The paper's gate bias :math:`b`: ``bias_ih + bias_hh`` (``nn.LSTMCell``'s two
+        biases; only their sum enters the equations). ``None`` without bias."""
+        return _LayerParams.of(self).bias
+
+    @classmethod
+    def _sharing(cls, p: _LayerParams, forget_bias: float) -> BNLSTMCell:
+        """A cell over ``p``'s parameters and batch norms (shared, not copied)."""
+        cell = cls.__new__(cls)
+        nn.Module.__init__(cell)
+        cell.input_size, cell.hidden_size = p.input_size, p.hidden_size
+        cell.forget_bias, cell.bias = forget_bias, p.bias_ih is not None
+        for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"):
+            cell.register_parameter(name, getattr(p, name))
+        cell.bn_ih, cell.bn_hh, cell.bn_c = p.bn_ih, p.bn_hh, p.bn_c
+        return cell
 
     def forward(
         self,
@@ -149,8 +170,9 @@ class BNLSTMCell(nn.Module):
         """One step from the already normalised input projection ``BN(W_x x_t)``."""
         m = None if mask is None else mask[None]
         gates = x_proj + self.bn_hh(F.linear(h, self.weight_hh)[None], t, m)[0]
-        if self.bias is not None:
-            gates = gates + self.bias
+        bias = self.gate_bias
+        if bias is not None:
+            gates = gates + bias
         c_new, o = _cell_update(gates, c)
         h_new = o * torch.tanh(self.bn_c(c_new[None], t, m)[0])
         h, c, _ = _masked(h_new, c_new, h, c, mask)  # finished sequences keep their state
@@ -171,136 +193,10 @@ class BNLSTMCell(nn.Module):
         evaluation all three batch norms are per-step affine maps computed once, with the
         input side's and the shifts folded into the projection.
         """
-        steps = x.shape[0]
-        if batch_sizes is not None and (
-            len(batch_sizes) != steps
-            or any(a < b for a, b in pairwise(batch_sizes))
-            or not 0 <= batch_sizes[-1] <= batch_sizes[0] <= x.shape[1]
-        ):
-            raise ValueError(
-                f"batch_sizes must be {steps} non-increasing counts in [0, {x.shape[1]}] (a "
-                f"batch sorted by decreasing length), got {batch_sizes}"
-            )
-        if steps == 0 or x.shape[1] == 0:
-            return x.new_zeros(steps, x.shape[1], self.hidden_size), h, c
-        if self.training:
-            check_batch_for_statistics(
-                x.shape[1] if batch_sizes is None else batch_sizes[0],
-                tuple(x.shape),
-                who=type(self).__name__,
-            )
-            return self._sequence_train(x, h, c, batch_sizes)
-        return self._sequence_eval(x, h, c, batch_sizes)
-
-    def _sequence_eval(
-        self, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        steps, batch, hidden = x.shape[0], x.shape[1], self.hidden_size
-        s_x, b_x = self.bn_ih.affine(0, steps)
-        s_hh, b_hh = self.bn_hh.affine(0, steps)
-        s_c, b_c = self.bn_c.affine(0, steps)
-        shift = b_x + b_hh if self.bias is None else b_x + b_hh + self.bias
-        # tanh(z) = 2 sigmoid(2 z) - 1, and on CPU sigmoid is several times faster than tanh:
-        # with the g gate's and the cell norm's maps doubled, sigmoids do all the work
-        double = g_gate_doubled(hidden, x)
-        s_x, shift, s_hh, s_c, b_c = s_x * double, shift * double, s_hh * double, 2 * s_c, 2 * b_c
-        needs_grad = torch.is_grad_enabled() and any(
-            v.requires_grad for v in (x, h, c, *self.parameters())
-        )
-        if needs_grad:
-            wx = F.linear(x, self.weight_ih)
-            recurrent: Callable[[Tensor], Tensor] = partial(F.linear, weight=self.weight_hh)
-        else:  # no autograd: oneDNN's kernels where available
-            flat = x.reshape(steps * batch, self.input_size)
-            wx = matmul_by(self.weight_ih, steps * batch)(flat).view(steps, batch, -1)
-            recurrent = matmul_by(self.weight_hh, batch)
-        x_steps = torch.addcmul(shift[:, None], wx, s_x[:, None])
-        minus_one = x.new_tensor(-1.0)
-        outputs = []
-        for t, x_t in enumerate(x_steps.unbind(0)):
-            n = batch if batch_sizes is None else batch_sizes[t]
-            h_run, c_run = (h, c) if n == batch else (h[:n], c[:n])
-            act = torch.sigmoid(torch.addcmul(x_t[:n], recurrent(h_run), s_hh[t]))
-            g = torch.add(minus_one, act[:, 2 * hidden : 3 * hidden], alpha=2)  # tanh
-            c_new = torch.addcmul(act[:, hidden : 2 * hidden] * c_run, act[:, :hidden], g)
-            y = torch.sigmoid(torch.addcmul(b_c[t], c_new, s_c[t]))
-            h_new = act[:, 3 * hidden :] * torch.add(minus_one, y, alpha=2)
-            if n == batch:
-                h, c = h_new, c_new
-                outputs.append(h_new)
-            else:  # finished sequences keep their state and output 0
-                h, c = torch.cat([h_new, h[n:]]), torch.cat([c_new, c[n:]])
-                outputs.append(F.pad(h_new, (0, 0, 0, batch - n)))
-        return torch.stack(outputs), h, c
-
-    def _sequence_train(
-        self, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        if batch_sizes is None or 1 not in batch_sizes:
-            return self._train_segment(x, h, c, batch_sizes, 0)
-        # The steps where one sequence runs (a tail: sizes never increase) use the running
-        # statistics, which the steps before them update: as the step-by-step cell does.
-        split = batch_sizes.index(1)
-        outputs = []
-        for begin, end in ((0, split), (split, x.shape[0])):
-            if begin < end:
-                out, h, c = self._train_segment(x[begin:end], h, c, batch_sizes[begin:end], begin)
-                outputs.append(out)
-        return torch.cat(outputs), h, c
-
-    def _train_segment(
-        self, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None, start: int
-    ) -> tuple[Tensor, Tensor, Tensor]:
-        """Training over steps ``start .. start + T - 1`` with :class:`BNLSTMSequence`, then
-        the running statistics' update."""
-        bn_x, bn_h, bn_c = self.bn_ih, self.bn_hh, self.bn_c
-        output, h, c, stats = BNLSTMSequence.apply(  # type: ignore[no-untyped-call]
-            x,
-            self.weight_ih,
-            h,
-            c,
-            self.weight_hh,
-            bn_x.weight,
-            self.bias,
-            bn_h.weight,
-            bn_c.weight,
-            bn_c.bias,
-            batch_sizes,
-            (bn_x.eps, bn_h.eps, bn_c.eps),
-            self._single_sequence_statistics(start, x.shape[0], batch_sizes),
-        )
-        steps, batch = x.shape[0], x.shape[1]
-        sizes = [batch] * steps if batch_sizes is None else batch_sizes
-        count = torch.tensor(sizes, dtype=x.dtype, device=x.device)[:, None]
-        hidden = self.hidden_size
-        for k, (bn, features) in enumerate(
-            ((bn_x, 4 * hidden), (bn_h, 4 * hidden), (bn_c, hidden))
-        ):
-            bn.update_statistics(
-                start, stats[2 * k, :, :features], stats[2 * k + 1, :, :features], count
-            )
-        return output, h, c
-
-    @torch.no_grad()
-    def _single_sequence_statistics(
-        self, start: int, steps: int, batch_sizes: list[int] | None
-    ) -> Tensor | None:
-        """For training steps where one sequence runs (the tail of a batch whose longest
-        sequence is unique), the running statistics that stand in for the batch's, as in
-        :class:`RecurrentBatchNorm`: ``(3, 2, T, 4H)``, the mean and ``1 / sqrt(var + eps)``
-        of the norms ``x, h, c`` (``c`` in the first ``H`` columns) at steps ``start ..``;
-        ``None`` if no step has a single sequence."""
-        if batch_sizes is None or 1 not in batch_sizes:
-            return None
-        out = self.weight_ih.new_zeros(3, 2, steps, 4 * self.hidden_size)
-        for k, bn in enumerate((self.bn_ih, self.bn_hh, self.bn_c)):
-            mean, var = bn.running_statistics(start, steps)
-            out[k, 0, :, : bn.num_features] = mean
-            out[k, 1, :, : bn.num_features] = torch.rsqrt(var + bn.eps)
-        return out
+        return _sequence(_LayerParams.of(self), x, h, c, batch_sizes, type(self).__name__)
 
     def extra_repr(self) -> str:
-        return f"{self.input_size}, {self.hidden_size}, bias={self.bias is not None}"
+        return f"{self.input_size}, {self.hidden_size}, bias={self.bias_ih is not None}"
 
 
 class BNLSTM(nn.Module):
@@ -355,6 +251,9 @@ class BNLSTM(nn.Module):
         batch_first: bool = False,
         dropout: float = 0.0,
         bidirectional: bool = False,
+        proj_size: int = 0,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
         *,
         t_max: int = 1000,
         gamma_init: float = 0.1,
@@ -367,38 +266,122 @@ class BNLSTM(nn.Module):
         input_size = check_int("input_size", input_size, minimum=1, who=who)
         hidden_size = check_int("hidden_size", hidden_size, minimum=1, who=who)
         num_layers = check_int("num_layers", num_layers, minimum=1, who=who)
+        bias = check_bool("bias", bias, who=who)
         dropout = check_probability("dropout", dropout, who=who)
         batch_first = check_bool("batch_first", batch_first, who=who)
         bidirectional = check_bool("bidirectional", bidirectional, who=who)
+        proj_size = check_int("proj_size", proj_size, minimum=0, who=who)
+        if proj_size:
+            raise NotImplementedError(
+                f"{who}: proj_size={proj_size} (an LSTM with projections) is not implemented: "
+                "the paper's BN-LSTM has none; use proj_size=0, or project the output yourself"
+            )
         t_max = check_int("t_max", t_max, minimum=1, who=who)
         gamma_init = check_float("gamma_init", gamma_init, who=who)
+        forget_bias = check_float("forget_bias", forget_bias, who=who)
+        factory = {"device": device, "dtype": dtype}
         self.input_size = input_size
         self.hidden_size = hidden_size
         self.num_layers = num_layers
+        self.bias = bias
         self.batch_first = batch_first
         self.dropout = dropout
         self.bidirectional = bidirectional
+        self.proj_size = proj_size
         self.t_max = t_max
         self.gamma_init = gamma_init
-        d = 2 if bidirectional else 1
-        self.cells = nn.ModuleList(
-            BNLSTMCell(
-                input_size if layer == 0 else d * hidden_size,
-                hidden_size,
-                bias,
-                t_max=t_max,
-                gamma_init=gamma_init,
-                forget_bias=forget_bias,
-                momentum=momentum,
-                eps=eps,
-            )
-            for layer in range(num_layers)
-            for _ in range(d)
-        )
+        self.forget_bias = forget_bias
+        self._all_weights: list[list[str]] = []
+        for layer in range(num_layers):
+            for direction in range(self._directions):
+                suffix = _suffix(layer, direction)
+                layer_input = input_size if layer == 0 else self._directions * hidden_size
+                weights = _layer_weights(layer_input, hidden_size, bias, factory)
+                names = ["weight_ih", "weight_hh", "bias_ih", "bias_hh"][: 4 if bias else 2]
+                for name, weight in zip(names, weights, strict=False):
+                    self.register_parameter(name + suffix, weight)
+                norms = _layer_norms(hidden_size, t_max, gamma_init, momentum, eps, factory)
+                for name, norm in zip(("bn_ih", "bn_hh", "bn_c"), norms, strict=True):
+                    self.add_module(name + suffix, norm)
+                self._all_weights.append([name + suffix for name in names])
+        self.reset_parameters()
+        self.register_load_state_dict_pre_hook(_cells_to_layer_names)  # type: ignore[no-untyped-call]
+
+    @property
+    def _directions(self) -> int:
+        return 2 if self.bidirectional else 1
+
+    def _layer(self, layer: int, direction: int) -> _LayerParams:
+        return _LayerParams.of(self, _suffix(layer, direction))
 
     def reset_parameters(self) -> None:
-        for cell in self.cells:
-            cell.reset_parameters()  # type: ignore[operator]
+        """Each layer and direction as :meth:`BNLSTMCell.reset_parameters` (the paper's
+        initialisation), statistics reset."""
+        for layer in range(self.num_layers):
+            for direction in range(self._directions):
+                _reset_layer(self._layer(layer, direction), self.forget_bias)
+
+    @property
+    def all_weights(self) -> list[list[nn.Parameter]]:
+        """``nn.LSTM``'s ``all_weights``: per layer and direction, ``[weight_ih, weight_hh,
+        bias_ih, bias_hh]`` (the weights alone without bias). The batch norms' parameters
+        are not in it."""
+        return [[getattr(self, name) for name in names] for names in self._all_weights]
+
+    def flatten_parameters(self) -> None:
+        """A no-op, for code written for ``nn.LSTM`` (cuDNN's flat weight buffer does not
+        apply: the BN-LSTM's recurrence is not cuDNN's)."""
+
+    @classmethod
+    def from_lstm(cls, lstm: nn.LSTM, **kwargs: Any) -> BNLSTM:
+        """A BN-LSTM with ``lstm``'s sizes, options, device and dtype, and its trained
+        weights and biases copied exactly; the batch norms start at the paper's
+        initialisation (``gamma_init``, statistics 0 and 1). ``kwargs`` set the BN-LSTM's
+        own options (``t_max``, ``gamma_init``, ``momentum``, ``eps``).
+
+        The network computes another function than ``lstm`` until it is fine-tuned (the
+        normalised projections are scaled by :math:`\\gamma`).
+        """
+        if not isinstance(lstm, nn.LSTM):
+            raise TypeError(f"{cls.__name__}.from_lstm needs an nn.LSTM, got {type(lstm).__name__}")
+        if lstm.proj_size:
+            raise NotImplementedError(
+                f"{cls.__name__}.from_lstm: the LSTM has proj_size={lstm.proj_size}; a BN-LSTM "
+                "with projections is not implemented"
+            )
+        weight: Tensor = lstm.weight_ih_l0  # type: ignore[assignment]
+        model = cls(
+            lstm.input_size,
+            lstm.hidden_size,
+            lstm.num_layers,
+            lstm.bias,
+            lstm.batch_first,
+            float(lstm.dropout),
+            lstm.bidirectional,
+            device=weight.device,
+            dtype=weight.dtype,
+            **kwargs,
+        )
+        result = model.load_state_dict(lstm.state_dict(), strict=False)
+        missing = [
+            k for k in result.missing_keys if not k.startswith(("bn_ih_", "bn_hh_", "bn_c_"))
+        ]
+        if missing or result.unexpected_keys:  # the layouts agree by construction
+            raise RuntimeError(f"from_lstm: missing {missing}, unexpected {result.unexpected_keys}")
+        return model
+
+    def cell(self, layer: int = 0, direction: int = 0) -> BNLSTMCell:
+        """Layer ``layer``'s cell in ``direction`` (1: the reverse one) as a
+        :class:`BNLSTMCell` that shares this module's parameters and statistics: for
+        step-by-step use, such as sampling one character at a time."""
+        who = type(self).__name__
+        layer = check_int("layer", layer, minimum=0, maximum=self.num_layers - 1, who=who)
+        direction = check_int(
+            "direction", direction, minimum=0, maximum=self._directions - 1, who=who
+        )
+        return BNLSTMCell._sharing(self._layer(layer, direction), self.forget_bias).train(
+            self.training
+        )
 
     def forward(
         self,
@@ -463,9 +446,10 @@ class BNLSTM(nn.Module):
             outs = []
             for direction in range(d):
                 k = layer * d + direction
-                cell: BNLSTMCell = self.cells[k]  # type: ignore[assignment]
                 seq = layer_in if direction == 0 else _reverse(layer_in, lengths)
-                out, h, c = cell.sequence(seq, h0[k], c0[k], batch_sizes)
+                out, h, c = _sequence(
+                    self._layer(layer, direction), seq, h0[k], c0[k], batch_sizes, who
+                )
                 outs.append(out if direction == 0 else _reverse(out, lengths))
                 h_n.append(h)
                 c_n.append(c)
@@ -497,7 +481,8 @@ class BNLSTM(nn.Module):
         return output, (h_stack, c_stack)
 
     def _dtype(self) -> torch.dtype:
-        return self.cells[0].weight_ih.dtype  # type: ignore[union-attr,return-value]
+        weight: Tensor = self.weight_ih_l0  # type: ignore[assignment]
+        return weight.dtype
 
     @staticmethod
     def _check_lengths(lengths: Tensor, steps: int, batch: int) -> Tensor:
@@ -559,6 +544,262 @@ class BNLSTM(nn.Module):
         return s + f", t_max={self.t_max}, gamma_init={self.gamma_init}"
 
 
+@dataclass(frozen=True)
+class _LayerParams:
+    """One layer and direction of a BN-LSTM: its weights and its three batch norms, as the
+    sequence functions below read them (from a :class:`BNLSTMCell`, or from a
+    :class:`BNLSTM`'s ``weight_ih_l{k}`` ... and ``bn_ih_l{k}`` ...)."""
+
+    weight_ih: Tensor
+    weight_hh: Tensor
+    bias_ih: Tensor | None
+    bias_hh: Tensor | None
+    bn_ih: RecurrentBatchNorm
+    bn_hh: RecurrentBatchNorm
+    bn_c: RecurrentBatchNorm
+    training: bool
+
+    @classmethod
+    def of(cls, module: nn.Module, suffix: str = "") -> _LayerParams:
+        """The parameters named ``weight_ih{suffix}`` ... ``bn_c{suffix}`` of ``module``."""
+
+        def get(name: str) -> Any:
+            return getattr(module, name + suffix, None)  # no bias_*: bias=False
+
+        names = ("weight_ih", "weight_hh", "bias_ih", "bias_hh", "bn_ih", "bn_hh", "bn_c")
+        return cls(**{name: get(name) for name in names}, training=module.training)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.weight_hh.shape[1])
+
+    @property
+    def input_size(self) -> int:
+        return int(self.weight_ih.shape[1])
+
+    @property
+    def bias(self) -> Tensor | None:
+        """The paper's gate bias :math:`b`: ``bias_ih + bias_hh``."""
+        if self.bias_ih is None or self.bias_hh is None:
+            return None
+        return self.bias_ih + self.bias_hh
+
+    def parameters(self) -> tuple[Tensor, ...]:
+        tensors = [self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh]
+        for bn in (self.bn_ih, self.bn_hh, self.bn_c):
+            tensors += [bn.weight, bn.bias]
+        return tuple(t for t in tensors if t is not None)
+
+
+def _layer_weights(
+    input_size: int,
+    hidden_size: int,
+    bias: bool,
+    factory: dict[str, Any],
+) -> tuple[nn.Parameter, nn.Parameter, nn.Parameter | None, nn.Parameter | None]:
+    """``weight_ih (4H, I), weight_hh (4H, H), bias_ih (4H,), bias_hh (4H,)``, uninitialised,
+    in ``nn.LSTM``'s layout (gates ``i, f, g, o``)."""
+    h4 = 4 * hidden_size
+
+    def new(*shape: int) -> nn.Parameter:
+        return nn.Parameter(torch.empty(*shape, **factory))
+
+    biases = (new(h4), new(h4)) if bias else (None, None)
+    return new(h4, input_size), new(h4, hidden_size), *biases
+
+
+def _layer_norms(
+    hidden_size: int,
+    t_max: int,
+    gamma_init: float,
+    momentum: float | None,
+    eps: float,
+    factory: dict[str, Any],
+) -> tuple[RecurrentBatchNorm, RecurrentBatchNorm, RecurrentBatchNorm]:
+    """The batch norms of the input and recurrent projections (no shift: the bias carries
+    it) and of the cell."""
+
+    def norm(features: int, bias: bool) -> RecurrentBatchNorm:
+        return RecurrentBatchNorm(
+            features,
+            t_max,
+            gamma_init=gamma_init,
+            bias=bias,
+            momentum=momentum,
+            eps=eps,
+            **factory,
+        )
+
+    return norm(4 * hidden_size, False), norm(4 * hidden_size, False), norm(hidden_size, True)
+
+
+@torch.no_grad()
+def _reset_layer(p: _LayerParams, forget_bias: float) -> None:
+    """Input weights Xavier-uniform, recurrent weights orthogonal per gate, the forget gate's
+    bias ``forget_bias`` (in ``bias_ih``; ``bias_hh`` 0), other biases 0, batch norms at
+    ``gamma_init`` with their statistics reset."""
+    h = p.hidden_size
+    nn.init.xavier_uniform_(p.weight_ih)
+    for k in range(4):
+        nn.init.orthogonal_(p.weight_hh[k * h : (k + 1) * h])
+    if p.bias_ih is not None and p.bias_hh is not None:
+        nn.init.zeros_(p.bias_ih)
+        nn.init.constant_(p.bias_ih[h : 2 * h], forget_bias)
+        nn.init.zeros_(p.bias_hh)
+    for bn in (p.bn_ih, p.bn_hh, p.bn_c):
+        bn.reset_parameters()
+
+
+def _one_bias_to_two(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+) -> None:
+    """Load state dicts saved before the cell kept ``nn.LSTMCell``'s two biases: the single
+    ``bias`` becomes ``bias_ih``, with ``bias_hh`` 0 (the same sum)."""
+    old = prefix + "bias"
+    if old in state_dict and prefix + "bias_ih" not in state_dict:
+        bias = state_dict.pop(old)
+        state_dict[prefix + "bias_ih"] = bias
+        state_dict[prefix + "bias_hh"] = torch.zeros_like(bias)
+
+
+def _sequence(
+    p: _LayerParams,
+    x: Tensor,
+    h: Tensor,
+    c: Tensor,
+    batch_sizes: list[int] | None,
+    who: str,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:meth:`BNLSTMCell.sequence` for one layer and direction ``p``."""
+    steps = x.shape[0]
+    if batch_sizes is not None and (
+        len(batch_sizes) != steps
+        or any(a < b for a, b in pairwise(batch_sizes))
+        or not 0 <= batch_sizes[-1] <= batch_sizes[0] <= x.shape[1]
+    ):
+        raise ValueError(
+            f"batch_sizes must be {steps} non-increasing counts in [0, {x.shape[1]}] (a "
+            f"batch sorted by decreasing length), got {batch_sizes}"
+        )
+    if steps == 0 or x.shape[1] == 0:
+        return x.new_zeros(steps, x.shape[1], p.hidden_size), h, c
+    if p.training:
+        check_batch_for_statistics(
+            x.shape[1] if batch_sizes is None else batch_sizes[0], tuple(x.shape), who=who
+        )
+        return _sequence_train(p, x, h, c, batch_sizes)
+    return _sequence_eval(p, x, h, c, batch_sizes)
+
+
+def _sequence_eval(
+    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    steps, batch, hidden = x.shape[0], x.shape[1], p.hidden_size
+    s_x, b_x = p.bn_ih.affine(0, steps)
+    s_hh, b_hh = p.bn_hh.affine(0, steps)
+    s_c, b_c = p.bn_c.affine(0, steps)
+    shift = b_x + b_hh if p.bias is None else b_x + b_hh + p.bias
+    # tanh(z) = 2 sigmoid(2 z) - 1, and on CPU sigmoid is several times faster than tanh:
+    # with the g gate's and the cell norm's maps doubled, sigmoids do all the work
+    double = g_gate_doubled(hidden, x)
+    s_x, shift, s_hh, s_c, b_c = s_x * double, shift * double, s_hh * double, 2 * s_c, 2 * b_c
+    needs_grad = torch.is_grad_enabled() and any(
+        v.requires_grad for v in (x, h, c, *p.parameters())
+    )
+    if needs_grad:
+        wx = F.linear(x, p.weight_ih)
+        recurrent: Callable[[Tensor], Tensor] = partial(F.linear, weight=p.weight_hh)
+    else:  # no autograd: oneDNN's kernels where available
+        flat = x.reshape(steps * batch, p.input_size)
+        wx = matmul_by(p.weight_ih, steps * batch)(flat).view(steps, batch, -1)
+        recurrent = matmul_by(p.weight_hh, batch)
+    x_steps = torch.addcmul(shift[:, None], wx, s_x[:, None])
+    minus_one = x.new_tensor(-1.0)
+    outputs = []
+    for t, x_t in enumerate(x_steps.unbind(0)):
+        n = batch if batch_sizes is None else batch_sizes[t]
+        h_run, c_run = (h, c) if n == batch else (h[:n], c[:n])
+        act = torch.sigmoid(torch.addcmul(x_t[:n], recurrent(h_run), s_hh[t]))
+        g = torch.add(minus_one, act[:, 2 * hidden : 3 * hidden], alpha=2)  # tanh
+        c_new = torch.addcmul(act[:, hidden : 2 * hidden] * c_run, act[:, :hidden], g)
+        y = torch.sigmoid(torch.addcmul(b_c[t], c_new, s_c[t]))
+        h_new = act[:, 3 * hidden :] * torch.add(minus_one, y, alpha=2)
+        if n == batch:
+            h, c = h_new, c_new
+            outputs.append(h_new)
+        else:  # finished sequences keep their state and output 0
+            h, c = torch.cat([h_new, h[n:]]), torch.cat([c_new, c[n:]])
+            outputs.append(F.pad(h_new, (0, 0, 0, batch - n)))
+    return torch.stack(outputs), h, c
+
+
+def _sequence_train(
+    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    if batch_sizes is None or 1 not in batch_sizes:
+        return _train_segment(p, x, h, c, batch_sizes, 0)
+    # The steps where one sequence runs (a tail: sizes never increase) use the running
+    # statistics, which the steps before them update: as the step-by-step cell does.
+    split = batch_sizes.index(1)
+    outputs = []
+    for begin, end in ((0, split), (split, x.shape[0])):
+        if begin < end:
+            out, h, c = _train_segment(p, x[begin:end], h, c, batch_sizes[begin:end], begin)
+            outputs.append(out)
+    return torch.cat(outputs), h, c
+
+
+def _train_segment(
+    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None, start: int
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Training over steps ``start .. start + T - 1`` with :class:`BNLSTMSequence`, then
+    the running statistics' update."""
+    bn_x, bn_h, bn_c = p.bn_ih, p.bn_hh, p.bn_c
+    output, h, c, stats = BNLSTMSequence.apply(  # type: ignore[no-untyped-call]
+        x,
+        p.weight_ih,
+        h,
+        c,
+        p.weight_hh,
+        bn_x.weight,
+        p.bias,
+        bn_h.weight,
+        bn_c.weight,
+        bn_c.bias,
+        batch_sizes,
+        (bn_x.eps, bn_h.eps, bn_c.eps),
+        _single_sequence_statistics(p, start, x.shape[0], batch_sizes),
+    )
+    steps, batch = x.shape[0], x.shape[1]
+    sizes = [batch] * steps if batch_sizes is None else batch_sizes
+    count = torch.tensor(sizes, dtype=x.dtype, device=x.device)[:, None]
+    hidden = p.hidden_size
+    for k, (bn, features) in enumerate(((bn_x, 4 * hidden), (bn_h, 4 * hidden), (bn_c, hidden))):
+        bn.update_statistics(
+            start, stats[2 * k, :, :features], stats[2 * k + 1, :, :features], count
+        )
+    return output, h, c
+
+
+@torch.no_grad()
+def _single_sequence_statistics(
+    p: _LayerParams, start: int, steps: int, batch_sizes: list[int] | None
+) -> Tensor | None:
+    """For training steps where one sequence runs (the tail of a batch whose longest
+    sequence is unique), the running statistics that stand in for the batch's, as in
+    :class:`RecurrentBatchNorm`: ``(3, 2, T, 4H)``, the mean and ``1 / sqrt(var + eps)``
+    of the norms ``x, h, c`` (``c`` in the first ``H`` columns) at steps ``start ..``;
+    ``None`` if no step has a single sequence."""
+    if batch_sizes is None or 1 not in batch_sizes:
+        return None
+    out = p.weight_ih.new_zeros(3, 2, steps, 4 * p.hidden_size)
+    for k, bn in enumerate((p.bn_ih, p.bn_hh, p.bn_c)):
+        mean, var = bn.running_statistics(start, steps)
+        out[k, 0, :, : bn.num_features] = mean
+        out[k, 1, :, : bn.num_features] = torch.rsqrt(var + bn.eps)
+    return out
+
+
 def _cell_update(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
     r"""The LSTM update around the cell's batch norm: ``c_t`` and the output gate
     :math:`\sigma(\tilde o_t)`, from the stacked gate pre-activations ``(i, f, g, o)``."""
@@ -585,3 +826,31 @@ def _reverse(x: Tensor, lengths: Tensor | None) -> Tensor:
     lens = lengths.to(x.device)[None, :]
     index = torch.where(t < lens, lens - 1 - t, t)  # (T, B)
     return x.gather(0, index[..., None].expand_as(x))
+
+
+def _suffix(layer: int, direction: int) -> str:
+    """``nn.LSTM``'s name suffix: ``_l{layer}``, and ``_reverse`` for the reverse direction."""
+    return f"_l{layer}" + ("_reverse" if direction == 1 else "")
+
+
+def _cells_to_layer_names(
+    module: nn.Module, state_dict: dict[str, Any], prefix: str, *args: Any
+) -> None:
+    """Load state dicts saved before :class:`BNLSTM` took ``nn.LSTM``'s parameter names:
+    ``cells.{k}.weight_ih`` becomes ``weight_ih_l{layer}{_reverse}``, ``cells.{k}.bias``
+    becomes ``bias_ih_l...`` (with ``bias_hh_l...`` 0), ``cells.{k}.bn_c.*`` becomes
+    ``bn_c_l....*``."""
+    directions = 2 if getattr(module, "bidirectional", False) else 1
+    old = prefix + "cells."
+    for key in [k for k in state_dict if k.startswith(old)]:
+        index, _, rest = key[len(old) :].partition(".")
+        if not index.isdigit():
+            continue
+        suffix = _suffix(*divmod(int(index), directions))
+        name, dot, attribute = rest.partition(".")
+        value = state_dict.pop(key)
+        if name == "bias" and not dot:
+            state_dict[prefix + "bias_ih" + suffix] = value
+            state_dict[prefix + "bias_hh" + suffix] = torch.zeros_like(value)
+        else:
+            state_dict[prefix + name + suffix + dot + attribute] = value

@@ -3,9 +3,11 @@ r"""Batch normalisation with separate statistics per time step (Cooijmans et al.
 from __future__ import annotations
 
 import warnings
+from typing import Any
 
 import torch
 from torch import Tensor, nn
+from torch.nn.modules.batchnorm import _BatchNorm
 
 from paperports._checks import (
     check_batch_for_statistics,
@@ -43,6 +45,11 @@ class RecurrentBatchNorm(nn.Module):
     longest sequence is unique) is normalised with that step's running statistics instead,
     as in evaluation, and leaves them unchanged.
 
+    ``torch.optim.swa_utils.update_bn`` recomputes these statistics too (it looks for
+    ``nn.BatchNorm`` layers; each recurrent batch norm holds a stateless handle that it
+    finds); :func:`update_bn` does the same and also keeps the trained statistics if it
+    fails.
+
     NaN or infinite inputs propagate to the output, as in ``nn.BatchNorm``; unlike there, a
     step whose batch statistics are not finite does not update its running statistics, and
     a ``RuntimeWarning`` names the steps. So a bad batch shows in the loss without erasing
@@ -57,6 +64,8 @@ class RecurrentBatchNorm(nn.Module):
             cumulative average over all batches instead (as ``nn.BatchNorm1d`` does), which
             :func:`update_bn` uses to recompute exact population statistics.
         eps: Added to the variance (> 0).
+        device: Where to create the parameters and statistics.
+        dtype: Their floating-point type.
 
     Shapes:
         - input: ``(T, B, F)``, the steps ``start .. start + T - 1`` (``start >= 0``);
@@ -73,6 +82,8 @@ class RecurrentBatchNorm(nn.Module):
         bias: bool = True,
         momentum: float | None = 0.1,
         eps: float = 1e-5,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         super().__init__()
         who = type(self).__name__
@@ -87,12 +98,14 @@ class RecurrentBatchNorm(nn.Module):
         self.gamma_init = gamma_init
         self.momentum = momentum
         self.eps = eps
-        self.weight = nn.Parameter(torch.empty(num_features))
-        self.bias = nn.Parameter(torch.empty(num_features)) if bias else None
-        self.register_buffer("running_mean", torch.zeros(t_max, num_features))
-        self.register_buffer("running_var", torch.ones(t_max, num_features))
-        self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long))
-        self.register_buffer("batches_tracked", torch.zeros(t_max, dtype=torch.long))
+        factory: dict[str, Any] = {"device": device, "dtype": dtype}
+        self.weight = nn.Parameter(torch.empty(num_features, **factory))
+        self.bias = nn.Parameter(torch.empty(num_features, **factory)) if bias else None
+        self.register_buffer("running_mean", torch.zeros(t_max, num_features, **factory))
+        self.register_buffer("running_var", torch.ones(t_max, num_features, **factory))
+        self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long, device=device))
+        self.register_buffer("batches_tracked", torch.zeros(t_max, dtype=torch.long, device=device))
+        self._swa_update_bn = _SwaUpdateBnHandle(self)
         self.reset_parameters()
 
     running_mean: Tensor
@@ -229,8 +242,52 @@ class RecurrentBatchNorm(nn.Module):
             last_ok = int(torch.nonzero(ok.flatten()).max()) + 1
             self.steps_tracked.fill_(max(int(self.steps_tracked), start + last_ok))
 
+    def __repr__(self) -> str:  # the swa handle is an implementation detail
+        return f"{type(self).__name__}({self.extra_repr()})"
+
     def extra_repr(self) -> str:
         return (
             f"{self.num_features}, t_max={self.t_max}, gamma_init={self.gamma_init}, "
             f"bias={self.bias is not None}, momentum={self.momentum}, eps={self.eps}"
         )
+
+
+class _SwaUpdateBnHandle(_BatchNorm):
+    """What ``torch.optim.swa_utils.update_bn`` finds of a :class:`RecurrentBatchNorm`.
+
+    That function looks for ``_BatchNorm`` modules, resets their running statistics, sets
+    their ``momentum`` to ``None`` (a cumulative average), runs the loader through the
+    model and puts the momentum back. This handle is such a module, with no parameters,
+    buffers or state of its own: it forwards those three operations to its owner, so
+    torch's function recomputes the recurrent statistics as :func:`update_bn` does. It
+    takes no part in the forward pass.
+    """
+
+    _owner: RecurrentBatchNorm
+
+    def __init__(self, owner: RecurrentBatchNorm) -> None:
+        object.__setattr__(self, "_owner", owner)  # not a child: no cycle in modules()
+        super().__init__(1, momentum=owner.momentum, affine=False, track_running_stats=False)
+
+    @property  # type: ignore[override]
+    def momentum(self) -> float | None:
+        return self._owner.momentum
+
+    @momentum.setter
+    def momentum(self, value: float | None) -> None:
+        self._owner.momentum = value
+
+    def reset_running_stats(self) -> None:
+        self._owner.reset_running_stats()
+
+    def _check_input_dim(self, input: Tensor) -> None:
+        raise RuntimeError("this handle only serves torch.optim.swa_utils.update_bn")
+
+    def forward(self, input: Tensor) -> Tensor:
+        raise RuntimeError(
+            "this handle of a RecurrentBatchNorm only serves torch.optim.swa_utils.update_bn; "
+            "call the RecurrentBatchNorm itself"
+        )
+
+    def extra_repr(self) -> str:
+        return "for torch.optim.swa_utils.update_bn"

@@ -6,7 +6,7 @@ from typing import Any
 
 from transformers import PreTrainedConfig
 
-from paperports._checks import check_float, check_int, check_probability
+from paperports._checks import check_bool, check_float, check_int, check_probability
 
 __all__ = ["BnLstmConfig"]
 
@@ -24,7 +24,13 @@ class BnLstmConfig(PreTrainedConfig):
         hidden_size (`int`, *optional*, defaults to 256):
             Size of the hidden and cell states.
         num_hidden_layers (`int`, *optional*, defaults to 1):
-            Stacked BN-LSTM layers.
+            Stacked BN-LSTM layers (`num_layers`, `nn.LSTM`'s name, is accepted too, and
+            `config.num_layers` reads it).
+        bidirectional (`bool`, *optional*, defaults to False):
+            Run each layer in both directions (as `nn.LSTM`'s `bidirectional`): the hidden
+            states have `2 * hidden_size` features, and the pooled output joins the forward
+            direction's last state and the reverse direction's. For encoders (sequence
+            classification); a causal language model refuses it, since it would read ahead.
         dropout (`float`, *optional*, defaults to 0.0):
             Dropout between layers (as `nn.LSTM`'s `dropout`).
         t_max (`int`, *optional*, defaults to 1000):
@@ -52,6 +58,7 @@ class BnLstmConfig(PreTrainedConfig):
     """
 
     model_type = "bn_lstm"
+    attribute_map = {"num_layers": "num_hidden_layers"}  # noqa: RUF012 (transformers' form)
 
     def __init__(
         self,
@@ -59,6 +66,7 @@ class BnLstmConfig(PreTrainedConfig):
         input_size: int | None = None,
         hidden_size: int = 256,
         num_hidden_layers: int = 1,
+        bidirectional: bool = False,
         dropout: float = 0.0,
         t_max: int = 1000,
         gamma_init: float = 0.1,
@@ -70,6 +78,14 @@ class BnLstmConfig(PreTrainedConfig):
         **kwargs: Any,
     ) -> None:
         who = "BnLstmConfig"
+        if "num_layers" in kwargs:  # nn.LSTM's name for it
+            num_layers = kwargs.pop("num_layers")
+            if num_hidden_layers not in (1, num_layers):
+                raise ValueError(
+                    f"{who}: num_layers={num_layers!r} and num_hidden_layers="
+                    f"{num_hidden_layers!r} name the same setting; pass one of them"
+                )
+            num_hidden_layers = num_layers
         for name, value in [
             ("vocab_size", vocab_size),
             ("hidden_size", hidden_size),
@@ -79,6 +95,7 @@ class BnLstmConfig(PreTrainedConfig):
             check_int(name, value, minimum=1, who=who)
         if input_size is not None:
             check_int("input_size", input_size, minimum=1, who=who)
+        bidirectional = check_bool("bidirectional", bidirectional, who=who)
         check_probability("dropout", dropout, who=who)
         if classifier_dropout is None:
             classifier_dropout = 0.0
@@ -92,6 +109,7 @@ class BnLstmConfig(PreTrainedConfig):
         self.input_size = input_size if input_size is not None else hidden_size
         self.hidden_size = hidden_size
         self.num_hidden_layers = num_hidden_layers
+        self.bidirectional = bidirectional
         self.dropout = dropout
         self.t_max = t_max
         self.gamma_init = gamma_init

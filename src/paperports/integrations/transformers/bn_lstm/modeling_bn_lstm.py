@@ -56,7 +56,7 @@ class BnLstmPreTrainedModel(CheckedPreTrainedModel):
     main_input_name = "input_ids"
 
     def _init_weights(self, module: nn.Module) -> None:
-        if isinstance(module, (BNLSTMCell, RecurrentBatchNorm)):
+        if isinstance(module, (BNLSTM, BNLSTMCell, RecurrentBatchNorm)):
             module.reset_parameters()  # gamma = gamma_init, statistics reset
         elif isinstance(module, nn.Linear):
             nn.init.normal_(module.weight, std=self.config.initializer_range)
@@ -88,9 +88,16 @@ def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> tor
     return lengths
 
 
+def _output_size(config: BnLstmConfig) -> int:
+    """Features of the hidden states: ``hidden_size`` per direction."""
+    return config.hidden_size * (2 if config.bidirectional else 1)
+
+
 class BnLstmModel(BnLstmPreTrainedModel):
     """Embeddings and the BN-LSTM stack; returns every step's hidden state and, as
-    ``pooler_output``, each sequence's state at its last (unpadded) step."""
+    ``pooler_output``, each sequence's state at its last (unpadded) step (with
+    ``config.bidirectional``, the forward direction's beside the reverse direction's, which
+    ends at the first step)."""
 
     def __init__(self, config: BnLstmConfig) -> None:
         super().__init__(config)
@@ -100,6 +107,7 @@ class BnLstmModel(BnLstmPreTrainedModel):
             config.hidden_size,
             num_layers=config.num_hidden_layers,
             batch_first=True,
+            bidirectional=config.bidirectional,
             dropout=config.dropout,
             t_max=config.t_max,
             gamma_init=config.gamma_init,
@@ -140,14 +148,11 @@ class BnLstmModel(BnLstmPreTrainedModel):
             )
         batch, steps = inputs_embeds.shape[:2]
         lengths = _lengths(attention_mask, batch, steps)
-        output, _ = self.encoder(inputs_embeds, lengths=lengths)
+        output, (h_n, _) = self.encoder(inputs_embeds, lengths=lengths)
         assert isinstance(output, torch.Tensor)
-        if batch == 0:
-            last = output[:, 0] if steps else output.new_zeros(0, output.shape[-1])
-        elif lengths is None:
-            last = output[:, -1]
-        else:
-            last = output[torch.arange(batch, device=output.device), lengths - 1]
+        # each sequence's state after its last (unpadded) step, per direction of the top layer
+        directions = 2 if self.config.bidirectional else 1
+        last = torch.cat(list(h_n[-directions:]), dim=-1)
         return BaseModelOutputWithPooling(last_hidden_state=output, pooler_output=last)
 
 
@@ -162,7 +167,7 @@ class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
         self.num_labels = check_num_labels(config)
         self.bn_lstm = BnLstmModel(config)
         self.dropout = nn.Dropout(config.classifier_dropout)
-        self.classifier = nn.Linear(config.hidden_size, self.num_labels)
+        self.classifier = nn.Linear(_output_size(config), self.num_labels)
         self.post_init()
 
     def forward(
@@ -191,6 +196,11 @@ class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
     """
 
     def __init__(self, config: BnLstmConfig) -> None:
+        if getattr(config, "bidirectional", False):
+            raise ValueError(
+                "BnLstmForCausalLM: config.bidirectional=True would let each step read the "
+                "tokens it predicts; a language model needs bidirectional=False"
+            )
         super().__init__(config)
         self.bn_lstm = BnLstmModel(config)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size)

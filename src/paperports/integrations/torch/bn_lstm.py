@@ -21,6 +21,7 @@ from paperports._checks import (
     check_int,
     check_mask,
     check_probability,
+    values_known,
 )
 from paperports.integrations.torch.bn_lstm_training import (
     BNLSTMSequence,
@@ -430,8 +431,11 @@ class BNLSTM(nn.Module):
             empty = x.new_zeros(n_steps, 0, d * self.hidden_size)
             out = empty.transpose(0, 1) if self.batch_first else empty
             return out, (h0, c0)
-        order, batch_sizes = None, None
-        if lengths is not None:
+        order, batch_sizes, mask = None, None, None
+        if lengths is not None and graph_capture():  # a mask, not a sort: no value is read
+            steps = torch.arange(n_steps, device=lengths.device)
+            mask = (steps[:, None] < lengths[None, :]).to(x.device)
+        elif lengths is not None:
             # sorted by decreasing length, the running sequences of a step are a prefix
             order = torch.argsort(lengths, descending=True, stable=True)
             lengths = lengths[order]
@@ -448,7 +452,7 @@ class BNLSTM(nn.Module):
                 k = layer * d + direction
                 seq = layer_in if direction == 0 else _reverse(layer_in, lengths)
                 out, h, c = _sequence(
-                    self._layer(layer, direction), seq, h0[k], c0[k], batch_sizes, who
+                    self._layer(layer, direction), seq, h0[k], c0[k], batch_sizes, who, mask
                 )
                 outs.append(out if direction == 0 else _reverse(out, lengths))
                 h_n.append(h)
@@ -493,13 +497,14 @@ class BNLSTM(nn.Module):
             raise ValueError(f"lengths must have shape ({batch},), got {tuple(lengths.shape)}")
         if lengths.dtype == torch.bool or lengths.is_complex():
             raise TypeError(f"lengths must hold whole numbers, got dtype {lengths.dtype}")
+        known = values_known(lengths) and not graph_capture()
         if lengths.is_floating_point():
-            if not bool((lengths == lengths.round()).all()):
+            if known and not bool((lengths == lengths.round()).all()):
                 raise ValueError(
                     f"lengths must hold whole numbers of steps, got {lengths.tolist()}"
                 )
             lengths = lengths.long()
-        if batch and (int(lengths.max()) > steps or int(lengths.min()) < 1):
+        if known and batch and (int(lengths.max()) > steps or int(lengths.min()) < 1):
             raise ValueError(
                 f"lengths must lie in [1, {steps}] (the sequence length); got values in "
                 f"[{int(lengths.min())}, {int(lengths.max())}]"
@@ -669,8 +674,10 @@ def _sequence(
     c: Tensor,
     batch_sizes: list[int] | None,
     who: str,
+    mask: Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    """:meth:`BNLSTMCell.sequence` for one layer and direction ``p``."""
+    """:meth:`BNLSTMCell.sequence` for one layer and direction ``p``; under graph capture,
+    the running rows may come as a ``mask`` ``(T, B)`` instead of ``batch_sizes``."""
     steps = x.shape[0]
     if batch_sizes is not None and (
         len(batch_sizes) != steps
@@ -687,8 +694,54 @@ def _sequence(
         check_batch_for_statistics(
             x.shape[1] if batch_sizes is None else batch_sizes[0], tuple(x.shape), who=who
         )
+    if graph_capture():
+        if batch_sizes is not None:
+            sizes = torch.tensor(batch_sizes, device=x.device)
+            mask = torch.arange(x.shape[1], device=x.device)[None, :] < sizes[:, None]
+        return _sequence_stepwise(p, x, h, c, mask)
+    if p.training:
         return _sequence_train(p, x, h, c, batch_sizes)
     return _sequence_eval(p, x, h, c, batch_sizes)
+
+
+def graph_capture() -> bool:
+    """Whether a graph is being captured: ``torch.jit.trace``, ``torch.compile`` or
+    ``torch.export``. The fast paths' hand-written backward and packed oneDNN weights do not
+    trace; :func:`_sequence_stepwise` computes the same function from standard operations."""
+    compiler = torch.compiler
+    return bool(
+        torch.jit.is_tracing()  # type: ignore[attr-defined,no-untyped-call]
+        or compiler.is_compiling()  # type: ignore[attr-defined]
+        or compiler.is_exporting()  # type: ignore[attr-defined]
+    )
+
+
+def _sequence_stepwise(
+    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The straightforward computation: the three batch norms applied step by step, as
+    :meth:`BNLSTMCell.step` does, with autograd recording every operation. ``mask``
+    ``(T, B)``: the rows running at each step, in any order (``None``: all).
+
+    The same function as the fast paths (the tests compare them), from standard
+    operations only, so that graph capture and its backward see all of it; and the
+    per-step baseline that ``paperports bench bnlstm`` measures ours against."""
+    wx = F.linear(x, p.weight_ih)
+    bias = p.bias
+    outputs = []
+    for t in range(x.shape[0]):
+        m = None if mask is None else mask[t]
+        m1 = None if m is None else m[None]
+        # step by step, the input's norm too: a step where one sequence runs reads running
+        # statistics that the steps before it have just updated
+        gates = p.bn_ih(wx[t : t + 1], t, m1)[0] + p.bn_hh(F.linear(h, p.weight_hh)[None], t, m1)[0]
+        if bias is not None:
+            gates = gates + bias
+        c_new, o = _cell_update(gates, c)
+        h_new = o * torch.tanh(p.bn_c(c_new[None], t, m1)[0])
+        h, c, out = _masked(h_new, c_new, h, c, m)
+        outputs.append(out)
+    return torch.stack(outputs), h, c
 
 
 def _sequence_eval(

@@ -148,18 +148,18 @@ class RecurrentBatchNorm(nn.Module):
         scale, shift = self.affine(start, x.shape[0])
         return x * scale[:, None] + shift[:, None]
 
-    def last_tracked_step(self) -> int:
-        """The last step whose statistics evaluation may use: ``min(t_max, steps_tracked) - 1``
-        (step 0 before any training)."""
-        if not values_known(self.steps_tracked):  # the meta device: no statistics to read
-            return self.t_max - 1
-        return max(1, min(self.t_max, int(self.steps_tracked))) - 1
+    def last_tracked_step(self) -> Tensor:
+        """The last step whose statistics evaluation may use, as a 0-d tensor:
+        ``min(t_max, steps_tracked) - 1`` (step 0 before any training). A tensor, so that
+        graph capture (``torch.compile``, ``torch.export``, ``torch.jit.trace``) keeps it a
+        value of the model's state rather than a constant of the trace."""
+        return self.steps_tracked.clamp(min=1, max=self.t_max) - 1
 
     def running_statistics(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
         """The running mean and variance that steps ``start .. start + steps - 1`` use in
         evaluation, each ``(steps, F)``: their own, or the last tracked step's past it."""
         idx = torch.arange(start, start + steps, device=self.running_mean.device)
-        idx = idx.clamp_(max=self.last_tracked_step())
+        idx = torch.minimum(idx, self.last_tracked_step())
         return self.running_mean[idx], self.running_var[idx]
 
     def affine(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
@@ -208,9 +208,13 @@ class RecurrentBatchNorm(nn.Module):
     def update_statistics(self, start: int, mean: Tensor, var: Tensor, count: Tensor) -> None:
         """Update the running statistics of steps ``start ..`` from batch statistics
         ``mean, var`` ``(T, F)`` (biased) over ``count`` ``(T, 1)`` sequences. Only steps
-        ``< t_max`` with at least two running sequences update their own statistics."""
-        if (self.momentum is not None and self.momentum <= 0) or not values_known(mean):
-            return  # nothing to update (or, on the meta device, nothing to read)
+        ``< t_max`` with at least two running sequences and finite statistics update their
+        own statistics.
+
+        Tensor operations only, never a value read back into Python: the same update runs
+        eagerly, on the meta device and inside a captured graph."""
+        if self.momentum is not None and self.momentum <= 0:
+            return  # nothing to update
         n_keep = max(0, min(mean.shape[0], self.t_max - start))
         if n_keep == 0:
             return
@@ -238,9 +242,10 @@ class RecurrentBatchNorm(nn.Module):
         rm, rv = self.running_mean[sl], self.running_var[sl]
         rm.copy_(torch.where(ok, (1 - m) * rm + m * mean.detach(), rm))
         rv.copy_(torch.where(ok, (1 - m) * rv + m * unbiased.detach(), rv))
-        if bool(ok.any()):
-            last_ok = int(torch.nonzero(ok.flatten()).max()) + 1
-            self.steps_tracked.fill_(max(int(self.steps_tracked), start + last_ok))
+        # steps_tracked: the last step that updated, if it is past the one recorded
+        step = torch.arange(start + 1, start + n_keep + 1, device=ok.device)
+        reached = torch.where(ok.flatten(), step, torch.zeros_like(step)).max()
+        self.steps_tracked.copy_(torch.maximum(self.steps_tracked, reached))
 
     def __repr__(self) -> str:  # the swa handle is an implementation detail
         return f"{type(self).__name__}({self.extra_repr()})"

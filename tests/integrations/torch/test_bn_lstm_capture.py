@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from paperports.integrations.torch import BNLSTM
-from paperports.integrations.torch import bn_lstm as bn_lstm_module
+from paperports.integrations.torch.bn_lstm import per_step_computation
 
 
 def _model(**kw: object) -> BNLSTM:
@@ -38,7 +38,7 @@ def _run(model: BNLSTM, x: torch.Tensor, lengths: torch.Tensor | None) -> list[t
 @pytest.mark.parametrize("training", [True, False])
 @pytest.mark.parametrize("lengths", [None, [6, 3, 5, 2], [6, 6, 2, 4]])
 def test_the_per_step_path_computes_the_fast_paths_function(
-    training: bool, lengths: list[int] | None, monkeypatch: pytest.MonkeyPatch
+    training: bool, lengths: list[int] | None
 ) -> None:
     """Values, gradients and running statistics, in float64: with and without lengths,
     where the longest sequence runs alone at its last step and where it does not."""
@@ -47,8 +47,8 @@ def test_the_per_step_path_computes_the_fast_paths_function(
     x = torch.randn(6, 4, 3, dtype=torch.float64)
     lens = None if lengths is None else torch.tensor(lengths)
     expected = _run(fast, x, lens)
-    monkeypatch.setattr(bn_lstm_module, "graph_capture", lambda: True)
-    got = _run(stepwise, x, lens)
+    with per_step_computation():
+        got = _run(stepwise, x, lens)
     assert len(got) == len(expected)
     for a, b in zip(got, expected, strict=True):
         torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-10)

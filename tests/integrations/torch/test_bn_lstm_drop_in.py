@@ -3,6 +3,7 @@ weights (``from_lstm``), ``all_weights`` and ``flatten_parameters``."""
 
 from __future__ import annotations
 
+import copy
 import itertools
 
 import pytest
@@ -157,3 +158,33 @@ def test_a_layers_cell_shares_its_parameters_and_statistics() -> None:
         BNLSTM(3, 4).cell(0, direction=1)
     with pytest.raises(ValueError, match="layer"):
         lstm.cell(2)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_half_precision_trains_where_nn_lstm_does(
+    dtype: torch.dtype, native_bf16: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """bfloat16 once failed inside oneDNN ("could not create a primitive descriptor") on
+    CPUs without native bfloat16, where ``nn.LSTM`` trains; there ``torch.mm`` runs now."""
+    from paperports.integrations.torch import bn_lstm_training
+
+    monkeypatch.setattr(bn_lstm_training, "_ONEDNN_BF16", native_bf16)
+    if not native_bf16:  # the products of a bfloat16 layer leave oneDNN for torch.mm
+        assert not bn_lstm_training._use_onednn(torch.empty(4, 3, dtype=torch.bfloat16))
+    torch.manual_seed(0)
+    full = BNLSTM(3, 8, num_layers=2)
+    half = copy.deepcopy(full).to(dtype)
+    nn.LSTM(3, 8).to(dtype)(torch.randn(6, 5, 3, dtype=dtype))[0].sum().backward()  # it does
+    x = torch.randn(6, 5, 3)
+    out_full, out_half = full(x)[0], half(x.to(dtype))[0]
+    assert out_half.dtype == dtype
+    out_half.float().pow(2).sum().backward()
+    out_full.pow(2).sum().backward()
+    torch.testing.assert_close(out_half.float(), out_full, rtol=0.05, atol=0.05)
+    for p, q in zip(half.parameters(), full.parameters(), strict=True):
+        assert p.grad is not None and p.grad.dtype == dtype
+        torch.testing.assert_close(p.grad.float(), q.grad, rtol=0.1, atol=0.05)  # type: ignore[arg-type]
+    half.eval()
+    with torch.no_grad():
+        assert torch.isfinite(half(x.to(dtype))[0].float()).all()

@@ -2,7 +2,9 @@ r"""BN-LSTM: the LSTM of "Recurrent Batch Normalization" as a drop-in for ``torc
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 from functools import partial
 from itertools import pairwise
@@ -30,7 +32,7 @@ from paperports.integrations.torch.bn_lstm_training import (
 )
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
 
-__all__ = ["BNLSTM", "BNLSTMCell"]
+__all__ = ["BNLSTM", "BNLSTMCell", "per_step_computation"]
 
 
 class BNLSTMCell(nn.Module):
@@ -432,7 +434,7 @@ class BNLSTM(nn.Module):
             out = empty.transpose(0, 1) if self.batch_first else empty
             return out, (h0, c0)
         order, batch_sizes, mask = None, None, None
-        if lengths is not None and graph_capture():  # a mask, not a sort: no value is read
+        if lengths is not None and _plain_path():  # a mask, not a sort: no value is read
             steps = torch.arange(n_steps, device=lengths.device)
             mask = (steps[:, None] < lengths[None, :]).to(x.device)
         elif lengths is not None:
@@ -694,7 +696,7 @@ def _sequence(
         check_batch_for_statistics(
             x.shape[1] if batch_sizes is None else batch_sizes[0], tuple(x.shape), who=who
         )
-    if graph_capture():
+    if _plain_path():
         if batch_sizes is not None:
             sizes = torch.tensor(batch_sizes, device=x.device)
             mask = torch.arange(x.shape[1], device=x.device)[None, :] < sizes[:, None]
@@ -714,6 +716,32 @@ def graph_capture() -> bool:
         or compiler.is_compiling()  # type: ignore[attr-defined]
         or compiler.is_exporting()  # type: ignore[attr-defined]
     )
+
+
+_PER_STEP: ContextVar[bool] = ContextVar("paperports_bnlstm_per_step", default=False)
+
+
+@contextmanager
+def per_step_computation() -> Iterator[None]:
+    """Inside this context, :class:`BNLSTM` and :meth:`BNLSTMCell.sequence` run the plain
+    per-step computation that graph capture runs, instead of the fast paths: the same
+    function, slower. For comparison (``paperports bench bnlstm`` times it) and debugging.
+
+    Example::
+
+        >>> with per_step_computation():
+        ...     out, _ = BNLSTM(3, 4)(torch.randn(5, 2, 3))
+    """
+    token = _PER_STEP.set(True)
+    try:
+        yield
+    finally:
+        _PER_STEP.reset(token)
+
+
+def _plain_path() -> bool:
+    """Graph capture, or :func:`per_step_computation`: the per-step computation runs."""
+    return graph_capture() or _PER_STEP.get()
 
 
 def _sequence_stepwise(

@@ -97,3 +97,34 @@ def test_compile_fullgraph_trains_and_evaluates_as_eager() -> None:
     eager.eval()
     new = torch.randn(7, 3, 3)  # longer than trained: the last tracked step's statistics
     torch.testing.assert_close(compiled(new)[0], eager(new)[0], rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("lengths", [None, [6, 3, 5, 2]])
+def test_jit_script_trains_and_evaluates_as_eager_on_the_same_tensors(
+    lengths: list[int] | None,
+) -> None:
+    """``torch.jit.script`` once failed (``Unknown type annotation: 'Tensor'``); it now
+    compiles a TorchScript twin over the module's own parameters and statistics."""
+    model = _model(num_layers=2, bidirectional=True, batch_first=True).double()
+    eager = copy.deepcopy(model)
+    scripted = torch.jit.script(model)
+    assert isinstance(scripted, torch.jit.ScriptModule)
+    x = torch.randn(4, 6, 3, dtype=torch.float64)  # batch first
+    lens = None if lengths is None else torch.tensor(lengths)
+    x_script = x.clone().requires_grad_()
+    out, (h, c) = scripted(x_script, lengths=lens)
+    (out.pow(2).sum() + h.sum() + c.sum()).backward()
+    # the scripted module trained the original's tensors: parameters and statistics shared,
+    # so its gradients and statistics are read from `model`, in the eager order
+    got = [out, h, c, x_script.grad, *(p.grad for p in model.parameters()), *model.buffers()]
+    for a, b in zip(got, _run(eager, x, lens), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    scripted.eval()
+    eager.eval()
+    longer = torch.randn(3, 11, 3, dtype=torch.float64)  # past t_max = 8
+    torch.testing.assert_close(scripted(longer)[0], eager(longer)[0])
+    unbatched = longer[0]
+    torch.testing.assert_close(scripted(unbatched)[0], eager(unbatched)[0])
+    scripted.train()
+    with pytest.raises(torch.jit.Error, match="more than 1 value per channel"):
+        scripted(torch.randn(1, 6, 3, dtype=torch.float64))

@@ -331,6 +331,14 @@ class BNLSTM(nn.Module):
         are not in it."""
         return [[getattr(self, name) for name in names] for names in self._all_weights]
 
+    def __prepare_scriptable__(self) -> nn.Module:
+        """What ``torch.jit.script`` compiles in this module's place: a
+        :class:`~paperports.integrations.torch.bn_lstm_script.ScriptBNLSTM` over the same
+        parameters and statistics (the fast paths are Python TorchScript cannot compile)."""
+        from paperports.integrations.torch.bn_lstm_script import ScriptBNLSTM
+
+        return ScriptBNLSTM(self)
+
     def flatten_parameters(self) -> None:
         """A no-op, for code written for ``nn.LSTM`` (cuDNN's flat weight buffer does not
         apply: the BN-LSTM's recurrence is not cuDNN's)."""

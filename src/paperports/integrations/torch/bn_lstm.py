@@ -317,6 +317,9 @@ class BNLSTM(nn.Module):
     def _layer(self, layer: int, direction: int) -> _LayerParams:
         return _LayerParams.of(self, _suffix(layer, direction))
 
+    def _synchronised(self) -> bool:
+        return any(m.synchronises() for m in self.children() if isinstance(m, RecurrentBatchNorm))
+
     def reset_parameters(self) -> None:
         """Each layer and direction as :meth:`BNLSTMCell.reset_parameters` (the paper's
         initialisation), statistics reset."""
@@ -442,7 +445,7 @@ class BNLSTM(nn.Module):
             out = empty.transpose(0, 1) if self.batch_first else empty
             return out, (h0, c0)
         order, batch_sizes, mask = None, None, None
-        if lengths is not None and _plain_path():  # a mask, not a sort: no value is read
+        if lengths is not None and (_plain_path() or self._synchronised()):  # a mask, no sort
             steps = torch.arange(n_steps, device=lengths.device)
             mask = (steps[:, None] < lengths[None, :]).to(x.device)
         elif lengths is not None:
@@ -704,7 +707,8 @@ def _sequence(
         check_batch_for_statistics(
             x.shape[1] if batch_sizes is None else batch_sizes[0], tuple(x.shape), who=who
         )
-    if _plain_path():
+    synchronised = p.training and any(bn.synchronises() for bn in (p.bn_ih, p.bn_hh, p.bn_c))
+    if _plain_path() or synchronised:  # the fast path's statistics are this process's own
         if batch_sizes is not None:
             sizes = torch.tensor(batch_sizes, device=x.device)
             mask = torch.arange(x.shape[1], device=x.device)[None, :] < sizes[:, None]

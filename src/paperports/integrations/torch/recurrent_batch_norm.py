@@ -127,6 +127,11 @@ class RecurrentBatchNorm(nn.Module):
         self.steps_tracked.zero_()
         self.batches_tracked.zero_()
 
+    def synchronises(self) -> bool:
+        """Whether batch statistics are shared across processes now (see
+        :class:`SyncRecurrentBatchNorm`); never for this class."""
+        return False
+
     def forward(self, x: Tensor, start: int = 0, mask: Tensor | None = None) -> Tensor:
         who = type(self).__name__
         check_floating_tensor("input", x, dtype=self.weight.dtype, who=who, module="module")

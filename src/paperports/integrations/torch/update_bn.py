@@ -6,9 +6,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
+from paperports.integrations.torch.sync_recurrent_batch_norm import SyncRecurrentBatchNorm
 
 __all__ = ["update_bn"]
 
@@ -18,6 +20,7 @@ def update_bn(
     loader: Iterable[Any],
     model: nn.Module,
     forward: Callable[[nn.Module, Any], Any] | None = None,
+    process_group: dist.ProcessGroup | None = None,
 ) -> None:
     """Reset and recompute the running statistics of every :class:`RecurrentBatchNorm` in
     ``model`` as a cumulative average over ``loader``, the way
@@ -40,6 +43,12 @@ def update_bn(
             sequences (the statistics of one sequence are not statistics).
         model: Any module holding recurrent batch norms.
         forward: ``forward(model, batch)``, for batches of another form.
+        process_group: Under ``torch.distributed`` (an initialised process group of more
+            than one process), every process calls ``update_bn`` on its own part of the
+            data, and the statistics of the local norms are then averaged over all batches
+            of all processes (the cumulative average one process would compute over the
+            union); :class:`SyncRecurrentBatchNorm` shares each batch's statistics anyway.
+            ``None``: the default group.
 
     Raises:
         TypeError: ``model`` is not an ``nn.Module`` or ``loader`` is not iterable.
@@ -82,6 +91,8 @@ def update_bn(
             err.add_note(f"update_bn: at batch {seen}; the trained statistics were restored")
         raise
     else:
+        if _distributed(process_group):
+            seen = _all_reduce_statistics(norms, seen, process_group)
         problem = None
         if seen == 0:
             problem = "the loader gave no batch; it needs at least one batch of two or more "
@@ -110,3 +121,37 @@ def _restore_all(norms: list[RecurrentBatchNorm], saved: list[dict[str, Any]]) -
     for norm, state in zip(norms, saved, strict=True):
         for name, buffer in norm.named_buffers(recurse=False):
             buffer.copy_(state["buffers"][name])
+
+
+def _distributed(group: dist.ProcessGroup | None) -> bool:
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+
+
+def _all_reduce_statistics(
+    norms: list[RecurrentBatchNorm], seen: int, group: dist.ProcessGroup | None
+) -> int:
+    """Average each local norm's cumulative statistics over the batches of every process,
+    per step (weighted by each process's count of batches); returns the batches seen by
+    all processes together. Synchronised norms already agree."""
+    total_seen = torch.tensor([seen], dtype=torch.long)
+    dist.all_reduce(total_seen, group=group)
+    for norm in norms:
+        if isinstance(norm, SyncRecurrentBatchNorm):
+            continue
+        weight = norm.batches_tracked.to(norm.running_mean.dtype)[:, None]  # (t_max, 1)
+        sums = torch.cat([weight * norm.running_mean, weight * norm.running_var, weight], dim=1)
+        dist.all_reduce(sums, group=group)
+        features = norm.num_features
+        batches = sums[:, -1:]
+        tracked = batches > 0
+        norm.running_mean.copy_(
+            torch.where(tracked, sums[:, :features] / batches.clamp(min=1), norm.running_mean)
+        )
+        norm.running_var.copy_(
+            torch.where(
+                tracked, sums[:, features : 2 * features] / batches.clamp(min=1), norm.running_var
+            )
+        )
+        norm.batches_tracked.copy_(batches.flatten().round().long())
+        dist.all_reduce(norm.steps_tracked, op=dist.ReduceOp.MAX, group=group)
+    return int(total_seen)

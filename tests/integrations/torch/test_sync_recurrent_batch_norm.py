@@ -1,0 +1,169 @@
+"""SyncRecurrentBatchNorm: two processes (gloo, CPU), each with half the batch, train a
+BN-LSTM as one process with the whole batch does; without synchronisation they do not."""
+
+from __future__ import annotations
+
+import copy
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+from paperports.integrations.torch import (
+    BNLSTM,
+    BNLSTMCell,
+    RecurrentBatchNorm,
+    SyncRecurrentBatchNorm,
+    update_bn,
+)
+
+STEPS, BATCH, LENGTHS = 5, 8, [5, 2, 4, 5, 3, 5, 1, 4]
+
+
+def _model() -> BNLSTM:
+    torch.manual_seed(0)
+    model = BNLSTM(3, 4, num_layers=2, bidirectional=True, batch_first=True, t_max=6).double()
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    return model
+
+
+def _data() -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(1)
+    x = torch.randn(BATCH, STEPS, 3, generator=generator, dtype=torch.float64)
+    return x, torch.tensor(LENGTHS)
+
+
+def _step(model: torch.nn.Module, x: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    out, (h, _) = model(x, lengths=lengths)
+    loss = out.pow(2).sum() + h.sum()
+    loss.backward()
+    return out  # type: ignore[no-any-return]
+
+
+def _worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        model = _model()
+        if sync:
+            model = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)  # type: ignore[assignment]
+        x, lengths = _data()
+        half = slice(rank * BATCH // 2, (rank + 1) * BATCH // 2)
+        out = _step(model, x[half], lengths[half])
+        grads = [p.grad.clone() for p in model.parameters()]  # type: ignore[union-attr]
+        for g in grads:
+            dist.all_reduce(g)  # the gradient of the sum of both processes' losses
+        torch.save(
+            {
+                "out": out.detach(),
+                "grads": grads,
+                "buffers": [b.clone() for b in model.buffers()],
+            },
+            Path(out_dir) / f"rank{rank}.pt",
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _update_bn_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
+    """Each process recomputes the statistics over its own two batches of four."""
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    try:
+        model = _model()
+        if sync:
+            model = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)  # type: ignore[assignment]
+        update_bn(_batches()[2 * rank : 2 * rank + 2], model)
+        torch.save(
+            {"buffers": [b.clone() for b in model.buffers()]}, Path(out_dir) / f"rank{rank}.pt"
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def _batches() -> list[torch.Tensor]:
+    generator = torch.Generator().manual_seed(2)
+    return [
+        torch.randn(4, STEPS, 3, generator=generator, dtype=torch.float64) + k for k in range(4)
+    ]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _two_processes(
+    sync: bool, tmp_path: Path, worker: object = _worker
+) -> list[dict[str, list[torch.Tensor]]]:
+    tmp_path.mkdir()
+    mp.spawn(worker, args=(_free_port(), sync, str(tmp_path)), nprocs=2, join=True)  # type: ignore[arg-type]
+    return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+
+
+def test_two_synchronised_processes_train_as_one_with_the_whole_batch(tmp_path: Path) -> None:
+    model = _model()
+    x, lengths = _data()
+    out = _step(model, x, lengths)
+    ranks = _two_processes(True, tmp_path / "sync")
+    torch.testing.assert_close(torch.cat([r["out"] for r in ranks]), out.detach())  # type: ignore[misc]
+    for got, p in zip(ranks[0]["grads"], model.parameters(), strict=True):
+        torch.testing.assert_close(got, p.grad)
+    for rank in ranks:  # the same running statistics on every process, the whole batch's
+        for got, expected in zip(rank["buffers"], model.buffers(), strict=True):
+            torch.testing.assert_close(got, expected)
+    # without synchronisation, each process normalises with its own half: what
+    # nn.BatchNorm users know from DDP without SyncBatchNorm
+    local = _two_processes(False, tmp_path / "local")
+    assert not torch.allclose(torch.cat([r["out"] for r in local]), out.detach())  # type: ignore[misc]
+    assert not all(
+        torch.allclose(a.double(), b.double())
+        for a, b in zip(local[0]["buffers"], local[1]["buffers"], strict=True)
+    )
+
+
+def test_conversion_shares_parameters_and_statistics_and_is_exact_outside_a_group() -> None:
+    """Outside a process group (or in a group of one) the converted model is the local
+    one: the fast path, the same results."""
+    model = _model()
+    with torch.no_grad():
+        model(torch.randn(4, STEPS, 3, dtype=torch.float64))
+    local = copy.deepcopy(model)
+    converted = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)
+    assert converted is model
+    norms = [m for m in model.modules() if isinstance(m, RecurrentBatchNorm)]
+    assert len(norms) == 12 and all(isinstance(m, SyncRecurrentBatchNorm) for m in norms)
+    assert not any(m.synchronises() for m in norms)
+    for (name, a), b in zip(model.state_dict().items(), local.state_dict().values(), strict=True):
+        assert torch.equal(a, b), name
+    x, lengths = _data()
+    torch.testing.assert_close(_step(model, x, lengths), _step(local, x, lengths))
+    for a, b in zip(model.parameters(), local.parameters(), strict=True):
+        torch.testing.assert_close(a.grad, b.grad)
+    cell = SyncRecurrentBatchNorm.convert_sync_batchnorm(BNLSTMCell(3, 4))
+    assert isinstance(cell.bn_c, SyncRecurrentBatchNorm)  # type: ignore[union-attr]
+    handle = cell.bn_c._swa_update_bn  # type: ignore[union-attr]
+    assert handle._owner is cell.bn_c  # its own handle, not the replaced norm's
+    with pytest.raises(TypeError, match=r"must be a torch\.nn\.Module"):
+        SyncRecurrentBatchNorm.convert_sync_batchnorm("model")  # type: ignore[arg-type]
+
+
+def test_update_bn_on_two_processes_averages_over_all_their_batches(tmp_path: Path) -> None:
+    """Local norms: each process's cumulative statistics, all-reduced, are those of one
+    process over the four batches; synchronised norms (two half-batches make one batch
+    of eight) agree on every process."""
+    single = _model()
+    update_bn(_batches(), single)
+    for rank in _two_processes(False, tmp_path / "local", _update_bn_worker):
+        for got, expected in zip(rank["buffers"], single.buffers(), strict=True):
+            torch.testing.assert_close(got, expected)
+    synced = _two_processes(True, tmp_path / "sync", _update_bn_worker)
+    one_batch = _model()
+    update_bn([torch.cat(_batches()[0::2]), torch.cat(_batches()[1::2])], one_batch)
+    for rank in synced:
+        for got, expected in zip(rank["buffers"], one_batch.buffers(), strict=True):
+            torch.testing.assert_close(got, expected)

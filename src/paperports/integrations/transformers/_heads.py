@@ -169,6 +169,13 @@ class CheckedPreTrainedModel(PreTrainedModel):
     _required_weights: tuple[str, ...] = ()
     """Prefixes, relative to the base model, of the parameters and buffers that must load."""
 
+    accepts_loss_kwargs = False
+    """Our heads' losses are means over their own batch and take no ``num_items_in_batch``.
+    Without this, ``Trainer`` reads the ``**kwargs`` of ``forward`` as accepting it, and on
+    several processes multiplies each loss by their number, expecting the model to divide by
+    the global count: the gradients grew with the number of processes and the logged loss
+    was that many times too large."""
+
     @classmethod
     def from_pretrained(cls, *args: Any, **kwargs: Any) -> Any:
         """:meth:`transformers.PreTrainedModel.from_pretrained`, refusing incomplete

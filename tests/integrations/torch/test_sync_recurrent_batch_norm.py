@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import socket
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -46,7 +47,13 @@ def _step(model: torch.nn.Module, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
+    )
     try:
         model = _model()
         if sync:
@@ -71,7 +78,13 @@ def _worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
 
 def _update_bn_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
     """Each process recomputes the statistics over its own two batches of four."""
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
+    )
     try:
         model = _model()
         if sync:

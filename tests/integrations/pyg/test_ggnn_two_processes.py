@@ -1,0 +1,92 @@
+"""GGNN and GGSNN trained under `DistributedDataParallel` over a `DistributedSampler` of
+graph batches, two gloo processes on CPU, end where one process with the same global
+batches ends."""
+
+from __future__ import annotations
+
+import socket
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+from torch.utils.data import DistributedSampler
+from torch_geometric.data import Batch
+from torch_geometric.loader import DataLoader
+
+from paperports.adapters.babi import TASKS, BabiGraphs
+from paperports.integrations.pyg import GGNN, GGSNN
+
+GLOBAL_BATCH, STEPS = 8, 3
+
+
+def _model(kind: str) -> GGNN | GGSNN:
+    torch.manual_seed(0)
+    spec = TASKS["babi4"]
+    cls = GGNN if kind == "ggnn" else GGSNN
+    return cls(spec.annotation_channels, 8, 3, len(spec.edge_types), task="node_selection").double()
+
+
+def _loss(model: torch.nn.Module, module: GGNN | GGSNN, batch: Batch) -> torch.Tensor:
+    """GGNN: the selected node's NLL; GGSNN: two output steps, each to select it."""
+    if isinstance(module, GGNN):
+        return module.loss(model(batch), batch)
+    outputs, _ = model(batch, num_steps=2)
+    return module.loss(outputs, batch.y.view(-1, 1).repeat(1, 2), batch)
+
+
+def _dataset() -> BabiGraphs:
+    return BabiGraphs("babi4", num_examples=GLOBAL_BATCH * STEPS, seed=3)
+
+
+def _train(model: torch.nn.Module, loader: DataLoader, module: GGNN | GGSNN) -> list[float]:
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    losses = []
+    for batch in loader:
+        batch.x = batch.x.double()
+        optimizer.zero_grad()
+        loss = _loss(model, module, batch)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=2,
+        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
+    )
+    try:
+        model = _model(kind)
+        ddp = torch.nn.parallel.DistributedDataParallel(model)
+        dataset = _dataset()
+        sampler = DistributedSampler(dataset, num_replicas=2, rank=rank, shuffle=False)
+        loader = DataLoader(dataset, batch_size=GLOBAL_BATCH // 2, sampler=sampler)
+        _train(ddp, loader, model)
+        if rank == 0:
+            torch.save(model.state_dict(), Path(out_dir) / "weights.pt")
+    finally:
+        dist.destroy_process_group()
+
+
+@pytest.mark.parametrize("kind", ["ggnn", "ggsnn"])
+def test_two_processes_train_as_one_with_the_same_global_batches(kind: str, tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    mp.spawn(_worker, args=(port, kind, str(tmp_path)), nprocs=2, join=True)
+    model = _model(kind)
+    dataset = _dataset()
+    # one process: batches of 8 in order; the two processes' samplers split each into the
+    # even and the odd positions, 4 graphs each
+    losses = _train(model, DataLoader(dataset, batch_size=GLOBAL_BATCH), model)
+    assert len(losses) == STEPS and losses[-1] < losses[0]
+    two = torch.load(tmp_path / "weights.pt")
+    for name, weight in model.state_dict().items():
+        torch.testing.assert_close(two[name], weight, msg=name)

@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from paperports.integrations.torch import (
     BNLSTM,
@@ -180,3 +181,44 @@ def test_update_bn_on_two_processes_averages_over_all_their_batches(tmp_path: Pa
     for rank in synced:
         for got, expected in zip(rank["buffers"], one_batch.buffers(), strict=True):
             torch.testing.assert_close(got, expected)
+
+
+def _group_of_one_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
+    """One process in an initialised group: packed input, converted model, training."""
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=1,
+        timeout=timedelta(seconds=60),
+    )
+    try:
+        model = SyncRecurrentBatchNorm.convert_sync_batchnorm(_model())
+        assert not any(
+            m.synchronises() for m in model.modules() if isinstance(m, RecurrentBatchNorm)
+        )
+        x, lengths = _data()
+        packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+        out, (h, _) = model(packed)
+        (pad_packed_sequence(out, batch_first=True)[0].pow(2).sum() + h.sum()).backward()
+        torch.save(
+            {"grads": [p.grad for p in model.parameters()], "buffers": list(model.buffers())},
+            Path(out_dir) / "rank0.pt",
+        )
+    finally:
+        dist.destroy_process_group()
+
+
+def test_a_group_of_one_is_no_group_packed_input_included(tmp_path: Path) -> None:
+    tmp_path.mkdir(exist_ok=True)
+    mp.spawn(_group_of_one_worker, args=(_free_port(), True, str(tmp_path)), nprocs=1)
+    got = torch.load(tmp_path / "rank0.pt")
+    model = _model()
+    x, lengths = _data()
+    packed = pack_padded_sequence(x, lengths, batch_first=True, enforce_sorted=False)
+    out, (h, _) = model(packed)
+    (pad_packed_sequence(out, batch_first=True)[0].pow(2).sum() + h.sum()).backward()
+    for a, p in zip(got["grads"], model.parameters(), strict=True):
+        torch.testing.assert_close(a, p.grad)
+    for a, b in zip(got["buffers"], model.buffers(), strict=True):
+        torch.testing.assert_close(a, b)

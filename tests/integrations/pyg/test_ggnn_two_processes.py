@@ -4,20 +4,18 @@ batches ends."""
 
 from __future__ import annotations
 
-import socket
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.utils.data import DistributedSampler
 from torch_geometric.data import Batch
 from torch_geometric.loader import DataLoader
 
 from paperports.adapters.babi import TASKS, BabiGraphs
 from paperports.integrations.pyg import GGNN, GGSNN
+
+from .._distributed import gloo_group, spawn
 
 GLOBAL_BATCH, STEPS = 8, 3
 
@@ -55,14 +53,7 @@ def _train(model: torch.nn.Module, loader: DataLoader, module: GGNN | GGSNN) -> 
 
 
 def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
-    )
-    try:
+    with gloo_group(rank, port):
         model = _model(kind)
         ddp = torch.nn.parallel.DistributedDataParallel(model)
         dataset = _dataset()
@@ -71,16 +62,11 @@ def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
         _train(ddp, loader, model)
         if rank == 0:
             torch.save(model.state_dict(), Path(out_dir) / "weights.pt")
-    finally:
-        dist.destroy_process_group()
 
 
 @pytest.mark.parametrize("kind", ["ggnn", "ggsnn"])
 def test_two_processes_train_as_one_with_the_same_global_batches(kind: str, tmp_path: Path) -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    mp.spawn(_worker, args=(port, kind, str(tmp_path)), nprocs=2, join=True)
+    spawn(_worker, kind, str(tmp_path))
     model = _model(kind)
     dataset = _dataset()
     # one process: batches of 8 in order; the two processes' samplers split each into the

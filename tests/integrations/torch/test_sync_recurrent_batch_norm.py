@@ -4,14 +4,11 @@ BN-LSTM as one process with the whole batch does; without synchronisation they d
 from __future__ import annotations
 
 import copy
-import socket
-from datetime import timedelta
 from pathlib import Path
 
 import pytest
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from paperports.integrations.torch import (
@@ -21,6 +18,8 @@ from paperports.integrations.torch import (
     SyncRecurrentBatchNorm,
     update_bn,
 )
+
+from .._distributed import gloo_group, spawn
 
 STEPS, BATCH, LENGTHS = 5, 8, [5, 2, 4, 5, 3, 5, 1, 4]
 
@@ -48,14 +47,7 @@ def _step(model: torch.nn.Module, x: torch.Tensor, lengths: torch.Tensor) -> tor
 
 
 def _worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
-    )
-    try:
+    with gloo_group(rank, port, world_size=2):
         model = _model()
         if sync:
             model = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)  # type: ignore[assignment]
@@ -73,20 +65,11 @@ def _worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
             },
             Path(out_dir) / f"rank{rank}.pt",
         )
-    finally:
-        dist.destroy_process_group()
 
 
 def _update_bn_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
     """Each process recomputes the statistics over its own two batches of four."""
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=2,
-        timeout=timedelta(seconds=60),  # a failing peer fails the test rather than hangs it
-    )
-    try:
+    with gloo_group(rank, port, world_size=2):
         model = _model()
         if sync:
             model = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)  # type: ignore[assignment]
@@ -94,8 +77,6 @@ def _update_bn_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
         torch.save(
             {"buffers": [b.clone() for b in model.buffers()]}, Path(out_dir) / f"rank{rank}.pt"
         )
-    finally:
-        dist.destroy_process_group()
 
 
 def _batches() -> list[torch.Tensor]:
@@ -105,17 +86,11 @@ def _batches() -> list[torch.Tensor]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _two_processes(
     sync: bool, tmp_path: Path, worker: object = _worker
 ) -> list[dict[str, list[torch.Tensor]]]:
     tmp_path.mkdir()
-    mp.spawn(worker, args=(_free_port(), sync, str(tmp_path)), nprocs=2, join=True)  # type: ignore[arg-type]
+    spawn(worker, sync, str(tmp_path))  # type: ignore[arg-type]
     return [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
 
 
@@ -185,14 +160,7 @@ def test_update_bn_on_two_processes_averages_over_all_their_batches(tmp_path: Pa
 
 def _group_of_one_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
     """One process in an initialised group: packed input, converted model, training."""
-    dist.init_process_group(
-        "gloo",
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=1,
-        timeout=timedelta(seconds=60),
-    )
-    try:
+    with gloo_group(rank, port, world_size=1):
         model = SyncRecurrentBatchNorm.convert_sync_batchnorm(_model())
         assert not any(
             m.synchronises() for m in model.modules() if isinstance(m, RecurrentBatchNorm)
@@ -205,13 +173,11 @@ def _group_of_one_worker(rank: int, port: int, sync: bool, out_dir: str) -> None
             {"grads": [p.grad for p in model.parameters()], "buffers": list(model.buffers())},
             Path(out_dir) / "rank0.pt",
         )
-    finally:
-        dist.destroy_process_group()
 
 
 def test_a_group_of_one_is_no_group_packed_input_included(tmp_path: Path) -> None:
     tmp_path.mkdir(exist_ok=True)
-    mp.spawn(_group_of_one_worker, args=(_free_port(), True, str(tmp_path)), nprocs=1)
+    spawn(_group_of_one_worker, True, str(tmp_path), nprocs=1)
     got = torch.load(tmp_path / "rank0.pt")
     model = _model()
     x, lengths = _data()

@@ -157,3 +157,18 @@ def test_torchs_own_update_bn_recomputes_the_recurrent_statistics() -> None:
     with pytest.raises(RuntimeError, match=r"only serves torch\.optim\.swa_utils\.update_bn"):
         handle(torch.randn(2, 1))
     assert "_swa_update_bn" not in repr(theirs)
+
+
+def test_torchs_sync_batchnorm_conversion_leaves_the_handle_and_the_norms() -> None:
+    """``nn.SyncBatchNorm.convert_sync_batchnorm`` takes the handle for an ``nn.BatchNorm``
+    layer; it stays, so torch's ``update_bn`` keeps working, and our norms stay ours."""
+    from torch import nn
+    from torch.optim import swa_utils
+
+    lstm = BNLSTM(3, 4, t_max=6)
+    converted = nn.SyncBatchNorm.convert_sync_batchnorm(lstm)
+    assert converted is lstm and type(lstm.bn_c_l0) is RecurrentBatchNorm
+    assert lstm.bn_c_l0._swa_update_bn._owner is lstm.bn_c_l0
+    before = lstm.bn_c_l0.running_mean.clone()
+    swa_utils.update_bn([torch.randn(6, 8, 3) + 3], lstm)
+    assert not torch.equal(lstm.bn_c_l0.running_mean, before)

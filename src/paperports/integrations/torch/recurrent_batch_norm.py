@@ -252,6 +252,15 @@ class RecurrentBatchNorm(nn.Module):
         reached = torch.where(ok.flatten(), step, torch.zeros_like(step)).max()
         self.steps_tracked.copy_(torch.maximum(self.steps_tracked, reached))
 
+    def add_module(self, name: str, module: nn.Module | None) -> None:
+        """As ``nn.Module.add_module``, but the handle that serves
+        ``torch.optim.swa_utils.update_bn`` stays: ``nn.SyncBatchNorm.convert_sync_batchnorm``
+        takes it for an ``nn.BatchNorm`` layer and would put an unrelated one in its place."""
+        keep = name == "_swa_update_bn" and "_swa_update_bn" in self._modules
+        if keep and not isinstance(module, _SwaUpdateBnHandle):
+            return
+        super().add_module(name, module)
+
     def __repr__(self) -> str:  # the swa handle is an implementation detail
         return f"{type(self).__name__}({self.extra_repr()})"
 

@@ -9,7 +9,8 @@ On CPU the processes talk through gloo; on GPUs, nccl (`torchrun` on each machin
 sequences: 8 / (number of processes) on each. The BN-LSTM family's recurrent batch norms are
 converted to `SyncRecurrentBatchNorm` (`--local-statistics` leaves them per process, as
 `nn.BatchNorm` is without `nn.SyncBatchNorm`). The first process writes `losses.json` (the
-loss `Trainer` logged at each step, averaged over the processes) and `weights.pt`.
+loss `Trainer` logged at each step, averaged over the processes), `weights.pt` and
+`metrics.json` (`Trainer`'s own, `train_runtime` and throughput among them).
 """
 
 from __future__ import annotations
@@ -65,20 +66,26 @@ def make_model(name: str, local_statistics: bool) -> torch.nn.Module:
     return SyncRecurrentBatchNorm.convert_sync_batchnorm(model)
 
 
-def examples() -> list[dict[str, torch.Tensor]]:
+def examples(count: int = EXAMPLES) -> list[dict[str, torch.Tensor]]:
     generator = torch.Generator().manual_seed(1)
-    ids = torch.randint(0, VOCAB, (EXAMPLES, LENGTH), generator=generator)
+    ids = torch.randint(0, VOCAB, (count, LENGTH), generator=generator)
     labels = (ids[:, 0] < VOCAB // 2).long()  # learnable from the first token
     return [{"input_ids": i, "labels": y} for i, y in zip(ids, labels, strict=True)]
 
 
-def main(model_name: str, out: Path, local_statistics: bool = False) -> list[float]:
+def main(
+    model_name: str,
+    out: Path,
+    local_statistics: bool = False,
+    steps: int = EXAMPLES // GLOBAL_BATCH,
+    batch: int = GLOBAL_BATCH,
+) -> list[float]:
     world = int(os.environ.get("WORLD_SIZE", "1"))
     model = make_model(model_name, local_statistics)
     args = TrainingArguments(
         output_dir=str(out / "trainer"),
-        per_device_train_batch_size=GLOBAL_BATCH // world,
-        max_steps=EXAMPLES // GLOBAL_BATCH,
+        per_device_train_batch_size=batch // world,
+        max_steps=steps,
         learning_rate=1e-2,
         logging_steps=1,
         report_to=[],
@@ -89,13 +96,14 @@ def main(model_name: str, out: Path, local_statistics: bool = False) -> list[flo
         seed=0,
         disable_tqdm=True,
     )
-    trainer = InOrderTrainer(model=model, args=args, train_dataset=examples())
-    trainer.train()
+    trainer = InOrderTrainer(model=model, args=args, train_dataset=examples(steps * batch))
+    metrics = trainer.train().metrics
     losses = [float(h["loss"]) for h in trainer.state.log_history if "loss" in h]
     if trainer.is_world_process_zero():
         out.mkdir(parents=True, exist_ok=True)
         (out / "losses.json").write_text(json.dumps(losses))
         torch.save(model.state_dict(), out / "weights.pt")
+        (out / "metrics.json").write_text(json.dumps(metrics))
         print(f"{model_name}, {world} process(es): losses {[round(v, 4) for v in losses]}")
     return losses
 
@@ -105,5 +113,9 @@ if __name__ == "__main__":
     parser.add_argument("--model", choices=["bert", "bn_lstm"], default="bert")
     parser.add_argument("--out", type=Path, default=Path("trainer_ddp"))
     parser.add_argument("--local-statistics", action="store_true")
+    parser.add_argument("--steps", type=int, default=EXAMPLES // GLOBAL_BATCH)
+    parser.add_argument("--batch", type=int, default=GLOBAL_BATCH, help="the global batch")
     cli = parser.parse_args()
-    main(cli.model, cli.out, cli.local_statistics)
+    main(cli.model, cli.out, cli.local_statistics, cli.steps, cli.batch)
+    if torch.distributed.is_initialized():  # Trainer leaves it; gloo's threads must end first
+        torch.distributed.destroy_process_group()

@@ -126,8 +126,21 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
 
 
 def _all_reduce(tensor: Tensor, group: dist.ProcessGroup | None) -> Tensor:
-    """The sum over the group's processes, differentiable (its backward sums the gradients
-    the same way)."""
-    from torch.distributed.nn.functional import all_reduce
+    """The sum over the group's processes, differentiable: its backward sums the gradients
+    the same way (``torch.distributed.nn.functional.all_reduce``, now deprecated, did)."""
+    return _AllReduceSum.apply(tensor, group)  # type: ignore[no-untyped-call,no-any-return]
 
-    return all_reduce(tensor, group=group)  # type: ignore[no-untyped-call,no-any-return]
+
+class _AllReduceSum(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx: Any, tensor: Tensor, group: dist.ProcessGroup | None) -> Tensor:
+        ctx.group = group
+        out = tensor.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(out, group=group)
+        return out
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None]:
+        total = grad.clone(memory_format=torch.contiguous_format)
+        dist.all_reduce(total, group=ctx.group)
+        return total, None

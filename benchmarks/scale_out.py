@@ -41,7 +41,7 @@ def run(model: str, processes: int, out: Path) -> dict[str, float]:
 
 
 def main() -> Path:
-    rows = []
+    rows: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
         for model in ("bert", "bn_lstm"):
             for processes in (1, 2):
@@ -56,15 +56,17 @@ def main() -> Path:
                     }
                 )
                 print(rows[-1])
+    throughput: dict[str, dict[str, dict[str, float]]] = {}
     for row in rows:
         one = next(r for r in rows if r["model"] == row["model"] and r["processes"] == 1)
         row["throughput_vs_one_process"] = row["samples_per_second"] / one["samples_per_second"]
+        throughput.setdefault(str(row["model"]), {})[str(row["processes"])] = row
     result = {
         "provenance": provenance("python benchmarks/scale_out.py"),
         "machine": machine_info(),
         "steps": STEPS,
         "global_batch": BATCH,
-        "rows": rows,
+        "throughput": throughput,  # model -> processes -> the row
     }
     path = ROOT / "benchmarks" / "results" / "scale_out.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

@@ -188,3 +188,15 @@ def test_a_group_of_one_is_no_group_packed_input_included(tmp_path: Path) -> Non
         torch.testing.assert_close(a, p.grad)
     for a, b in zip(got["buffers"], model.buffers(), strict=True):
         torch.testing.assert_close(a, b)
+
+
+def test_a_process_group_that_is_not_one_is_refused_naming_it() -> None:
+    with pytest.raises(TypeError, match="SyncRecurrentBatchNorm: process_group must be"):
+        SyncRecurrentBatchNorm(4, 5, process_group="gloo")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="convert_sync_batchnorm: process_group must be"):
+        SyncRecurrentBatchNorm.convert_sync_batchnorm(BNLSTM(3, 4), process_group=2)  # type: ignore[arg-type]
+    model = _model()
+    before = [b.clone() for b in model.buffers()]
+    with pytest.raises(TypeError, match="update_bn: process_group must be"):
+        update_bn([torch.randn(4, STEPS, 3, dtype=torch.float64)], model, process_group="x")  # type: ignore[arg-type]
+    assert all(torch.equal(a, b) for a, b in zip(model.buffers(), before, strict=True))

@@ -25,6 +25,7 @@ from paperports._checks import (
     check_probability,
     values_known,
 )
+from paperports.integrations.torch.bn_lstm_script import reverse_within_lengths as _reverse
 from paperports.integrations.torch.bn_lstm_training import (
     BNLSTMSequence,
     g_gate_doubled,
@@ -171,14 +172,7 @@ class BNLSTMCell(nn.Module):
         self, x_proj: Tensor, h: Tensor, c: Tensor, t: int, mask: Tensor | None
     ) -> tuple[Tensor, Tensor]:
         """One step from the already normalised input projection ``BN(W_x x_t)``."""
-        m = None if mask is None else mask[None]
-        gates = x_proj + self.bn_hh(F.linear(h, self.weight_hh)[None], t, m)[0]
-        bias = self.gate_bias
-        if bias is not None:
-            gates = gates + bias
-        c_new, o = _cell_update(gates, c)
-        h_new = o * torch.tanh(self.bn_c(c_new[None], t, m)[0])
-        h, c, _ = _masked(h_new, c_new, h, c, mask)  # finished sequences keep their state
+        h, c, _ = _step(_LayerParams.of(self), x_proj, h, c, t, mask, self.gate_bias)
         return h, c
 
     def sequence(
@@ -771,17 +765,32 @@ def _sequence_stepwise(
     outputs = []
     for t in range(x.shape[0]):
         m = None if mask is None else mask[t]
-        m1 = None if m is None else m[None]
         # step by step, the input's norm too: a step where one sequence runs reads running
         # statistics that the steps before it have just updated
-        gates = p.bn_ih(wx[t : t + 1], t, m1)[0] + p.bn_hh(F.linear(h, p.weight_hh)[None], t, m1)[0]
-        if bias is not None:
-            gates = gates + bias
-        c_new, o = _cell_update(gates, c)
-        h_new = o * torch.tanh(p.bn_c(c_new[None], t, m1)[0])
-        h, c, out = _masked(h_new, c_new, h, c, m)
+        x_proj = p.bn_ih(wx[t : t + 1], t, None if m is None else m[None])[0]
+        h, c, out = _step(p, x_proj, h, c, t, m, bias)
         outputs.append(out)
     return torch.stack(outputs), h, c
+
+
+def _step(
+    p: _LayerParams,
+    x_proj: Tensor,
+    h: Tensor,
+    c: Tensor,
+    t: int,
+    mask: Tensor | None,
+    bias: Tensor | None,
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Eq. 6-8 at step ``t`` from the normalised input projection: ``(h_t, c_t, output)``;
+    rows outside ``mask`` ``(B,)`` keep their state and output 0."""
+    m = None if mask is None else mask[None]
+    gates = x_proj + p.bn_hh(F.linear(h, p.weight_hh)[None], t, m)[0]
+    if bias is not None:
+        gates = gates + bias
+    c_new, o = _cell_update(gates, c)
+    h_new = o * torch.tanh(p.bn_c(c_new[None], t, m)[0])
+    return _masked(h_new, c_new, h, c, mask)
 
 
 def _sequence_eval(
@@ -908,17 +917,6 @@ def _masked(
         return h_new, c_new, h_new
     keep = mask[:, None]
     return torch.where(keep, h_new, h), torch.where(keep, c_new, c), h_new * keep
-
-
-def _reverse(x: Tensor, lengths: Tensor | None) -> Tensor:
-    """Reverse each sequence of ``x`` ``(T, B, F)`` within its own length (an involution)."""
-    if lengths is None:
-        return x.flip(0)
-    steps = x.shape[0]
-    t = torch.arange(steps, device=x.device)[:, None]
-    lens = lengths.to(x.device)[None, :]
-    index = torch.where(t < lens, lens - 1 - t, t)  # (T, B)
-    return x.gather(0, index[..., None].expand_as(x))
 
 
 def _suffix(layer: int, direction: int) -> str:

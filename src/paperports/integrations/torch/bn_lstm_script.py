@@ -149,8 +149,9 @@ class ScriptBNLSTMLayer(nn.Module):
         return torch.stack(outputs), h, c
 
 
-def _reverse(x: Tensor, lengths: Tensor | None) -> Tensor:
-    """Each sequence of ``x`` ``(T, B, F)`` reversed within its own length."""
+def reverse_within_lengths(x: Tensor, lengths: Tensor | None) -> Tensor:
+    """Each sequence of ``x`` ``(T, B, F)`` reversed within its own length (an involution;
+    ``BNLSTM`` uses it too, eagerly)."""
     if lengths is None:
         return x.flip(0)
     t = torch.arange(x.shape[0], device=x.device)[:, None]
@@ -224,9 +225,9 @@ class ScriptBNLSTM(nn.Module):
         outs: list[Tensor] = []
         for k, layer in enumerate(self.layers):
             direction = k % self.directions
-            seq = layer_in if direction == 0 else _reverse(layer_in, lengths)
+            seq = layer_in if direction == 0 else reverse_within_lengths(layer_in, lengths)
             out, h, c = layer(seq, h0[k], c0[k], mask)
-            outs.append(out if direction == 0 else _reverse(out, lengths))
+            outs.append(out if direction == 0 else reverse_within_lengths(out, lengths))
             h_n.append(h)
             c_n.append(c)
             if direction == self.directions - 1:

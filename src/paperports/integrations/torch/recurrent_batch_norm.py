@@ -191,23 +191,28 @@ class RecurrentBatchNorm(nn.Module):
 
         Steps with fewer than two running sequences are normalised with their running
         statistics (``count`` says which: the update skips them)."""
-        if mask is None:
-            count = torch.full((x.shape[0], 1), float(x.shape[1]), device=x.device, dtype=x.dtype)
-            mean = x.mean(dim=1, keepdim=True)
-            var = (x - mean).pow(2).mean(dim=1, keepdim=True)
-            return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
-        w = mask.to(x.dtype).unsqueeze(-1)  # (T, B, 1)
-        count = w.sum(dim=1)  # (T, 1)
-        denom = count.clamp(min=1.0).unsqueeze(1)
-        mean = (x * w).sum(dim=1, keepdim=True) / denom
-        var = ((x - mean).pow(2) * w).sum(dim=1, keepdim=True) / denom
+        mean, var, count = self._batch_statistics(x, mask)
         few = (count < 2).unsqueeze(1)  # (T, 1, 1): a statistic of one value is no statistic
-        if values_known(count) and not bool(few.any()):
+        # without a mask every step has the whole batch, of two or more (forward checks it)
+        if mask is None or (values_known(count) and not bool(few.any())):
             return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
         running_mean, running_var = self.running_statistics(start, x.shape[0])
         use_mean = torch.where(few, running_mean[:, None].to(x.dtype), mean)
         use_var = torch.where(few, running_var[:, None].to(x.dtype), var)
         return (x - use_mean) * torch.rsqrt(use_var + self.eps), mean, var, count
+
+    def _batch_statistics(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """``(mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` of each step over the
+        running sequences (all without ``mask``)."""
+        if mask is None:
+            count = torch.full((x.shape[0], 1), float(x.shape[1]), device=x.device, dtype=x.dtype)
+            mean = x.mean(dim=1, keepdim=True)
+            return mean, (x - mean).pow(2).mean(dim=1, keepdim=True), count
+        w = mask.to(x.dtype).unsqueeze(-1)  # (T, B, 1)
+        count = w.sum(dim=1)  # (T, 1)
+        denom = count.clamp(min=1.0).unsqueeze(1)
+        mean = (x * w).sum(dim=1, keepdim=True) / denom
+        return mean, ((x - mean).pow(2) * w).sum(dim=1, keepdim=True) / denom, count
 
     @torch.no_grad()
     def update_statistics(self, start: int, mean: Tensor, var: Tensor, count: Tensor) -> None:

@@ -48,38 +48,24 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
         **kwargs: Any,
     ) -> None:
         super().__init__(num_features, t_max, **kwargs)
-        self.process_group = process_group
+        self.process_group = check_process_group(process_group, who=type(self).__name__)
 
     def synchronises(self) -> bool:
         """Whether the statistics are all-reduced now: training, in an initialised process
         group of more than one process."""
-        return (
-            self.training
-            and dist.is_available()
-            and dist.is_initialized()
-            and dist.get_world_size(self.process_group) > 1
-        )
+        return self.training and in_process_group(self.process_group)
 
-    def _batch_normalise(
-        self, x: Tensor, mask: Tensor | None, start: int
-    ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    def _batch_statistics(self, x: Tensor, mask: Tensor | None) -> tuple[Tensor, Tensor, Tensor]:
+        """As :class:`RecurrentBatchNorm`'s, with the sums and counts over every process."""
         if not self.synchronises():
-            return super()._batch_normalise(x, mask, start)
+            return super()._batch_statistics(x, mask)
         group = self.process_group
-        w = (
-            torch.ones_like(x[..., :1])
-            if mask is None
-            else mask.to(x.dtype).unsqueeze(-1)  # (T, B, 1)
-        )
+        w = torch.ones_like(x[..., :1]) if mask is None else mask.to(x.dtype).unsqueeze(-1)
         count = _all_reduce(w.sum(dim=1), group)  # (T, 1), over every process
         denom = count.clamp(min=1.0).unsqueeze(1)
         mean = _all_reduce((x * w).sum(dim=1, keepdim=True), group) / denom
         var = _all_reduce(((x - mean).pow(2) * w).sum(dim=1, keepdim=True), group) / denom
-        few = (count < 2).unsqueeze(1)  # as the local norm: the running statistics stand in
-        running_mean, running_var = self.running_statistics(start, x.shape[0])
-        use_mean = torch.where(few, running_mean[:, None].to(x.dtype), mean)
-        use_var = torch.where(few, running_var[:, None].to(x.dtype), var)
-        return (x - use_mean) * torch.rsqrt(use_var + self.eps), mean, var, count
+        return mean, var, count
 
     @classmethod
     def convert_sync_batchnorm(
@@ -100,6 +86,7 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
                 f"convert_sync_batchnorm: module must be a torch.nn.Module, got "
                 f"{type(module).__name__}"
             )
+        check_process_group(process_group, who="convert_sync_batchnorm")
         if isinstance(module, RecurrentBatchNorm):
             if isinstance(module, cls):
                 module.process_group = process_group
@@ -123,6 +110,22 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
         for name, child in module.named_children():
             module.add_module(name, cls.convert_sync_batchnorm(child, process_group))
         return module
+
+
+def in_process_group(group: dist.ProcessGroup | None) -> bool:
+    """Whether this process is in an initialised process group (``None``: the default one)
+    of more than one process: a group of one is no group."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
+
+
+def check_process_group(group: Any, *, who: str) -> dist.ProcessGroup | None:
+    """``group`` if it is ``None`` or a ``torch.distributed.ProcessGroup``."""
+    if group is not None and not isinstance(group, dist.ProcessGroup):
+        raise TypeError(
+            f"{who}: process_group must be a torch.distributed.ProcessGroup or None (the "
+            f"default group), got {type(group).__name__}"
+        )
+    return group
 
 
 def _all_reduce(tensor: Tensor, group: dist.ProcessGroup | None) -> Tensor:

@@ -10,7 +10,11 @@ import torch.distributed as dist
 from torch import Tensor, nn
 
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
-from paperports.integrations.torch.sync_recurrent_batch_norm import SyncRecurrentBatchNorm
+from paperports.integrations.torch.sync_recurrent_batch_norm import (
+    SyncRecurrentBatchNorm,
+    check_process_group,
+    in_process_group,
+)
 
 __all__ = ["update_bn"]
 
@@ -51,11 +55,13 @@ def update_bn(
             ``None``: the default group.
 
     Raises:
-        TypeError: ``model`` is not an ``nn.Module`` or ``loader`` is not iterable.
+        TypeError: ``model`` is not an ``nn.Module``, ``loader`` is not iterable, or
+            ``process_group`` is not a process group.
         ValueError: the loader gave no batch, or no batch with two or more sequences.
     """
     if not isinstance(model, nn.Module):
         raise TypeError(f"update_bn: model must be a torch.nn.Module, got {type(model).__name__}")
+    check_process_group(process_group, who="update_bn")
     if forward is not None and not callable(forward):
         raise TypeError(f"update_bn: forward must be callable, got {type(forward).__name__}")
     try:
@@ -91,7 +97,7 @@ def update_bn(
             err.add_note(f"update_bn: at batch {seen}; the trained statistics were restored")
         raise
     else:
-        if _distributed(process_group):
+        if in_process_group(process_group):
             seen = _all_reduce_statistics(norms, seen, process_group)
         problem = None
         if seen == 0:
@@ -123,10 +129,6 @@ def _restore_all(norms: list[RecurrentBatchNorm], saved: list[dict[str, Any]]) -
             buffer.copy_(state["buffers"][name])
 
 
-def _distributed(group: dist.ProcessGroup | None) -> bool:
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
-
-
 def _all_reduce_statistics(
     norms: list[RecurrentBatchNorm], seen: int, group: dist.ProcessGroup | None
 ) -> int:
@@ -141,17 +143,10 @@ def _all_reduce_statistics(
         weight = norm.batches_tracked.to(norm.running_mean.dtype)[:, None]  # (t_max, 1)
         sums = torch.cat([weight * norm.running_mean, weight * norm.running_var, weight], dim=1)
         dist.all_reduce(sums, group=group)
-        features = norm.num_features
         batches = sums[:, -1:]
-        tracked = batches > 0
-        norm.running_mean.copy_(
-            torch.where(tracked, sums[:, :features] / batches.clamp(min=1), norm.running_mean)
-        )
-        norm.running_var.copy_(
-            torch.where(
-                tracked, sums[:, features : 2 * features] / batches.clamp(min=1), norm.running_var
-            )
-        )
+        averages = torch.split(sums[:, :-1] / batches.clamp(min=1), norm.num_features, dim=1)
+        for running, average in zip((norm.running_mean, norm.running_var), averages, strict=True):
+            running.copy_(torch.where(batches > 0, average, running))
         norm.batches_tracked.copy_(batches.flatten().round().long())
         dist.all_reduce(norm.steps_tracked, op=dist.ReduceOp.MAX, group=group)
     return int(total_seen)

@@ -1,4 +1,5 @@
-"""Bad input to the PyG plugin (GatedGraphConv, readouts, GGNN, GGSNN, PaperGRUCell)."""
+"""Bad input to the PyG plugin (GatedGraphConv, readouts, GGNN, GGSNN, PaperGRUCell,
+ToEdgeType)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from typing import Any
 
 import pytest
 import torch
-from torch_geometric.data import Batch, Data
+from torch_geometric.data import Batch, Data, HeteroData
 
 from paperports.integrations.pyg import (
     GGNN,
@@ -15,6 +16,7 @@ from paperports.integrations.pyg import (
     GatedGraphReadout,
     NodeSelection,
     PaperGRUCell,
+    ToEdgeType,
 )
 
 from .conftest import assert_refused, case
@@ -31,6 +33,19 @@ def conv(**kw: Any) -> GatedGraphConv:
 
 def graph(**kw: Any) -> Data:
     return Data(**({"x": torch.ones(4, 1), "edge_index": EDGES, "edge_type": TYPES} | kw))
+
+
+def _hetero(node_types: int, edge_attr: bool = False) -> HeteroData:
+    """A typed graph as a HeteroData: cells (and papers) with two relations."""
+    data = HeteroData()
+    data["cell"].x = torch.ones(4, 1)
+    data["cell", "next", "cell"].edge_index = EDGES
+    data["cell", "data", "cell"].edge_index = EDGES.flip(0)
+    if node_types == 2:
+        data["paper"].x = torch.ones(2, 1)
+    if edge_attr:
+        data["cell", "next", "cell"].edge_attr = torch.ones(3, 2)
+    return data
 
 
 def two_graphs() -> Batch:
@@ -260,7 +275,47 @@ VALUES = [
         ),
         "target",
     ),
-    case("GGNN not a Data", lambda: ggnn()(torch.ones(4, 1)), "Data"),
+    case("GGNN tensors without edge_index", lambda: ggnn()(torch.ones(4, 1)), "edge_index"),
+    case("GGNN neither tensor nor Data", lambda: ggnn()([[1.0]], EDGES), "Data", "list"),
+    case("GGNN Data and tensors", lambda: ggnn()(graph(), EDGES), "edge_index", "Data", "not both"),
+    case(
+        "GGNN batch_size without batch",
+        lambda: ggnn()(X[:, :1], EDGES, TYPES, batch_size=2),
+        "batch_size",
+        "batch",
+    ),
+    case(
+        "GGNN batch beyond batch_size",
+        lambda: ggnn()(X[:, :1], EDGES, TYPES, torch.tensor([0, 0, 1, 2]), 2),
+        "index",
+        "num_graphs",
+    ),
+    case("GGNN batch fractional", lambda: ggnn()(X[:, :1], EDGES, TYPES, X[:, 0]), "batch"),
+    case("GGSNN without num_steps", lambda: ggsnn()(graph()), "num_steps", "constructor"),
+    case("GGSNN num_steps 0 at construction", lambda: ggsnn(num_steps=0), "num_steps"),
+    case(
+        "ToEdgeType multi-hot edge_attr",
+        lambda: ToEdgeType()(graph(edge_type=None, edge_attr=torch.ones(3, 2))),
+        "edge_attr",
+        "one-hot",
+        "edge 0",
+    ),
+    case(
+        "ToEdgeType edge_attr rows",
+        lambda: ToEdgeType()(graph(edge_type=None, edge_attr=torch.eye(2))),
+        "edge_attr",
+        "one row per edge",
+    ),
+    case(
+        "ToEdgeType edge_attr one dimension",
+        lambda: ToEdgeType()(graph(edge_type=None, edge_attr=torch.ones(3))),
+        "edge_attr",
+        "(num_edges, num_edge_types)",
+    ),
+    case("ToEdgeType nothing to read", lambda: ToEdgeType()(graph(edge_type=None)), "edge_attr"),
+    case("ToEdgeType two node types", lambda: ToEdgeType()(_hetero(2)), "node type", "paper"),
+    case("ToEdgeType relation attributes", lambda: ToEdgeType()(_hetero(1, True)), "edge_attr"),
+    case("ToEdgeType not a graph", lambda: ToEdgeType()(X), "Data", "Tensor"),
     case("GGNN annotations wider", lambda: ggnn()(graph(x=torch.ones(4, 6))), "out_channels"),
     case("GGNN typed graph without edge_type", lambda: ggnn()(graph(edge_type=None)), "edge_type"),
     case(

@@ -44,7 +44,7 @@ def test_pyg_variant_swaps_in_pygs_layer_and_ours_keeps_edge_types() -> None:
     pyg = make_model("babi4", "pyg", TINY)
     assert isinstance(ours, GGNN) and isinstance(pyg, GGNN)
     assert ours.conv.num_edge_types == 4 and ours.conv.bidirectional
-    assert isinstance(pyg.conv, torch_geometric.nn.GatedGraphConv)
+    assert isinstance(pyg.conv.conv, torch_geometric.nn.GatedGraphConv)
     assert isinstance(make_model("shortest_path", "pyg", TINY), GGSNN)
     with pytest.raises(ValueError, match="variant"):
         make_model("babi4", "dgl", TINY)

@@ -7,7 +7,7 @@ import torch
 import torch_geometric
 from torch import Tensor
 from torch_geometric.data import Batch, Data
-from torch_geometric.utils import to_torch_csr_tensor
+from torch_geometric.utils import to_torch_coo_tensor, to_torch_csc_tensor, to_torch_csr_tensor
 
 from paperports.integrations.pyg import GatedGraphConv, PaperGRUCell
 
@@ -246,6 +246,52 @@ def test_torch_compile_without_graph_breaks_and_torch_jit_script() -> None:
     torch.testing.assert_close(compiled(x, edge_index, edge_type), expected)
     scripted = torch.jit.script(conv)
     torch.testing.assert_close(scripted(x, edge_index, edge_type), expected)
+
+
+SETTINGS = {
+    "pyg": {"bidirectional": False, "share_weights": False, "gru": "torch"},
+    "defaults": {},
+}
+
+
+@pytest.mark.parametrize("settings", SETTINGS)
+def test_what_pyg_checks_of_its_own_layer(settings: str) -> None:
+    """The checks PyG's own test makes of its GatedGraphConv (torch_geometric's
+    test/nn/conv/test_gated_graph_conv.py), made here of ours in PyG's settings and at its
+    defaults: sparse adjacencies of every layout, with and without values, give what the
+    edge_index (and edge_weight) gives, eager, scripted and compiled."""
+    torch.manual_seed(11)
+    x = torch.randn(4, 16)
+    edge_index = torch.tensor([[0, 0, 0, 1, 2, 3], [1, 2, 3, 0, 0, 0]])
+    value = torch.rand(edge_index.size(1))
+    conv = GatedGraphConv(32, num_layers=3, **SETTINGS[settings])  # type: ignore[arg-type]
+    out1 = conv(x, edge_index)
+    out2 = conv(x, edge_index, edge_weight=value)
+    assert out1.shape == out2.shape == (4, 32)
+    scripted = torch.jit.script(conv)
+    compiled = torch.compile(conv, backend="aot_eager", fullgraph=True)
+    for run in (scripted, compiled):
+        torch.testing.assert_close(run(x, edge_index), out1)
+        torch.testing.assert_close(run(x, edge_index, None, value), out2)
+    for to_sparse in (to_torch_coo_tensor, to_torch_csr_tensor, to_torch_csc_tensor):
+        adj1 = to_sparse(edge_index, size=(4, 4)).t()
+        adj2 = to_sparse(edge_index, value, size=(4, 4)).t()
+        for run in (conv, scripted):
+            torch.testing.assert_close(run(x, adj1), out1)
+            torch.testing.assert_close(run(x, adj2), out2)
+
+
+def test_a_scripted_typed_layer_reads_types_from_a_sparse_adjacency() -> None:
+    torch.manual_seed(12)
+    x, edge_index, edge_type = graph()
+    edge_index, edge_type = torch_geometric.utils.coalesce(edge_index, edge_type, reduce="max")
+    conv = GatedGraphConv(8, 2, num_edge_types=3)
+    scripted = torch.jit.script(conv)
+    adj_t = to_torch_csr_tensor(edge_index.flip(0), edge_type.float(), size=(7, 7))
+    torch.testing.assert_close(scripted(x, adj_t), conv(x, edge_index, edge_type))
+    half = to_torch_csr_tensor(edge_index.flip(0), edge_type.float() + 0.5, size=(7, 7))
+    with pytest.raises(torch.jit.Error, match="whole numbers"):
+        scripted(x, half)
 
 
 @pytest.mark.parametrize(

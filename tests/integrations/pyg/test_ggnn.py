@@ -180,3 +180,70 @@ def test_bad_settings_are_refused(kwargs: dict, error: type, match: str) -> None
     settings = {"annotation_channels": 1, "hidden_channels": 4, "num_layers": 2} | kwargs
     with pytest.raises(error, match=match):
         GGNN(**settings)
+
+
+def _typed_batch() -> Batch:
+    g = torch.Generator().manual_seed(5)
+    graphs = []
+    for n in (4, 6, 5):
+        graphs.append(
+            Data(
+                x=torch.rand(n, 2, generator=g),
+                edge_index=torch.randint(0, n, (2, 2 * n), generator=g),
+                edge_type=torch.randint(0, 3, (2 * n,), generator=g),
+            )
+        )
+    return Batch.from_data_list(graphs)
+
+
+@pytest.mark.parametrize("task", ["graph", "node", "node_selection"])
+def test_ggnn_takes_tensors_as_pyg_models_do_and_scripts(task: str) -> None:
+    torch.manual_seed(0)
+    batch = _typed_batch()
+    model = GGNN(2, 8, 3, num_edge_types=3, task=task, out_channels=4)
+    from_data = model(batch)
+    tensors = (batch.x, batch.edge_index, batch.edge_type, batch.batch)
+    torch.testing.assert_close(model(*tensors), from_data)
+    torch.testing.assert_close(model(*tensors, batch_size=3), from_data)
+    scripted = torch.jit.script(model)
+    torch.testing.assert_close(scripted(*tensors), from_data)
+    # each graph alone: the batch vector keeps the graphs apart
+    first = batch.get_example(0)
+    alone = model(first.x, first.edge_index, first.edge_type)
+    if task == "graph":
+        torch.testing.assert_close(alone[0], from_data[0])
+    else:
+        torch.testing.assert_close(alone, from_data[: first.num_nodes])
+
+
+@pytest.mark.parametrize("task", ["graph", "node_selection"])
+@pytest.mark.parametrize("share", [True, False])
+def test_ggsnn_takes_tensors_scripts_and_keeps_the_data_call(task: str, share: bool) -> None:
+    torch.manual_seed(1)
+    batch = _typed_batch()
+    model = GGSNN(2, 8, 2, num_edge_types=3, task=task, share_propagation=share, num_steps=3)
+    outputs, predicted = model(batch, 3)  # the call before tensors were taken
+    tensors = (batch.x, batch.edge_index, batch.edge_type, batch.batch)
+    for other, other_predicted in [
+        model(*tensors),  # num_steps from the constructor
+        model(batch),
+        model(*tensors, num_steps=3),
+        torch.jit.script(model)(*tensors),
+    ]:
+        assert len(other) == 3 and len(other_predicted) == 2
+        for a, b in zip(outputs + predicted, other + other_predicted, strict=True):
+            torch.testing.assert_close(a, b)
+    assert len(model(batch, num_steps=2)[0]) == 2  # forward's num_steps wins
+
+
+def test_a_ggsnn_call_example() -> None:
+    """The docs' GGS-NN example: outputs per step, then the loss and a training step."""
+    torch.manual_seed(2)
+    batch = Batch.from_data_list([chain(4, 0, 1), chain(5, 1, 2)])
+    model = GGSNN(1, 8, 3, task="node_selection", num_steps=2)
+    outputs, predicted = model(batch.x, batch.edge_index, batch.edge_type, batch.batch)
+    targets = torch.tensor([[1, 2], [2, 3]])  # a node per graph and step
+    loss = model.loss(outputs, targets, batch)
+    loss.backward()
+    assert all(p.grad is not None for p in model.conv_o.parameters())
+    assert [o.shape for o in outputs] == [(9,), (9,)] and predicted[0].shape == (9, 1)

@@ -35,17 +35,25 @@ class Settings:
     test_size: int = 500
 
 
+class _UntypedConv(nn.Module):
+    """``torch_geometric.nn.GatedGraphConv`` called as ours is, ``conv(x, edge_index,
+    edge_type)``: blind to edge types and to the direction against the edges."""
+
+    def __init__(self, hidden: int, steps: int) -> None:
+        super().__init__()
+        self.conv = torch_geometric.nn.GatedGraphConv(hidden, steps)
+
+    def forward(self, x: Tensor, edge_index: Tensor, edge_type: Tensor | None) -> Tensor:
+        out: Tensor = self.conv(x, edge_index)
+        return out
+
+
 class PygGGNN(GGNN):
-    """:class:`GGNN` with ``torch_geometric.nn.GatedGraphConv``: blind to edge types and to
-    the direction against the edges."""
+    """:class:`GGNN` with ``torch_geometric.nn.GatedGraphConv``."""
 
     def __init__(self, *args: object, hidden: int, steps: int, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.conv = torch_geometric.nn.GatedGraphConv(hidden, steps)
-
-    def propagate(self, x: Tensor, edge_index: Tensor, edge_type: Tensor | None) -> Tensor:
-        out: Tensor = self.conv(x, edge_index)
-        return out
+        self.conv = _UntypedConv(hidden, steps)
 
 
 class PygGGSNN(GGSNN):
@@ -53,13 +61,7 @@ class PygGGSNN(GGSNN):
 
     def __init__(self, *args: object, hidden: int, steps: int, **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.conv_o = torch_geometric.nn.GatedGraphConv(hidden, steps)
-
-    def propagate(
-        self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_type: Tensor | None
-    ) -> Tensor:
-        out: Tensor = conv(x, edge_index)
-        return out
+        self.conv_o = _UntypedConv(hidden, steps)
 
 
 def make_model(task: str, variant: str, settings: Settings) -> nn.Module:

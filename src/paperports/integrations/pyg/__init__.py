@@ -5,7 +5,9 @@
 - :class:`GatedGraphReadout` (an ``Aggregation``) and :class:`NodeSelection`: the paper's
   graph-level and node-selection outputs;
 - :class:`GGNN` and :class:`GGSNN`: the models on PyG ``Data`` / ``Batch`` objects;
-- :class:`PaperGRUCell`: the GRU as the paper writes it.
+- :class:`PaperGRUCell`: the GRU as the paper writes it;
+- :class:`ToEdgeType`: the ``edge_type`` vector from a ``HeteroData`` with one node type
+  or a one-hot ``edge_attr``.
 """
 
 from paperports._imports import require
@@ -16,6 +18,7 @@ from paperports.integrations.pyg.gated_graph_conv import GatedGraphConv  # noqa:
 from paperports.integrations.pyg.ggnn import GGNN, GGSNN  # noqa: E402
 from paperports.integrations.pyg.gru import PaperGRUCell  # noqa: E402
 from paperports.integrations.pyg.readouts import GatedGraphReadout, NodeSelection  # noqa: E402
+from paperports.integrations.pyg.transforms import ToEdgeType  # noqa: E402
 
 __all__ = [
     "GGNN",
@@ -24,4 +27,5 @@ __all__ = [
     "GatedGraphReadout",
     "NodeSelection",
     "PaperGRUCell",
+    "ToEdgeType",
 ]

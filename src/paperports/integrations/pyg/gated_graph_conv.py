@@ -2,7 +2,7 @@ r"""The gated graph convolution of GG-NN (Li et al. 2016), with edge types and d
 
 # No `from __future__ import annotations`: PyG's TorchScript templates read real annotations.
 import warnings
-from typing import Any
+from typing import Any, Optional
 
 import torch
 from torch import Tensor, nn
@@ -231,6 +231,10 @@ class GatedGraphConv(MessagePassing):
         if not torch.jit.is_scripting():  # type: ignore[attr-defined]
             edge_index, edge_type, edge_weight = self._edges(edge_index, edge_type, edge_weight)
         assert isinstance(edge_index, Tensor)
+        if torch.jit.is_scripting() and edge_index.layout != torch.strided:  # type: ignore[attr-defined]
+            edge_index, edge_type, edge_weight = self._scripted_sparse_edges(
+                edge_index, edge_type, edge_weight
+            )
         num_nodes = x.size(0)
         if not torch.jit.is_scripting() and not torch.compiler.is_compiling():  # type: ignore[attr-defined]
             self._check_inputs(x, edge_index, edge_type, edge_weight)
@@ -280,6 +284,20 @@ class GatedGraphConv(MessagePassing):
 
     def message(self, x_j: Tensor, edge_weight: OptTensor) -> Tensor:
         return x_j if edge_weight is None else edge_weight.view(-1, 1) * x_j
+
+    def explain_message(self, inputs: Tensor, dim_size: Optional[int]) -> Tensor:
+        # A bidirectional layer sends two messages per edge, u -> v with W_in and v -> u
+        # with W_out, laid out as [forward edges, reverse edges]: both belong to the edge,
+        # so the explainer's one mask entry per edge gates both (PyG's own rule, applied to
+        # the two halves).
+        edge_mask = self._edge_mask
+        if self.bidirectional and edge_mask is not None and inputs.size(0) == 2 * edge_mask.size(0):
+            if self._apply_sigmoid:
+                edge_mask = edge_mask.sigmoid()
+            gated: Tensor = inputs * edge_mask.repeat(2).view(-1, 1)
+            return gated
+        out: Tensor = super().explain_message(inputs, dim_size)
+        return out
 
     def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
         # adj_t is built by `_slot_adjacency`: its values already hold the edge weights and,
@@ -334,6 +352,35 @@ class GatedGraphConv(MessagePassing):
                 size=(num_rows, num_nodes),
                 check_invariants=False,
             )
+
+    def _scripted_sparse_edges(
+        self, adj: Tensor, edge_type: OptTensor, edge_weight: OptTensor
+    ) -> tuple[Tensor, OptTensor, OptTensor]:
+        """What :meth:`_edges` does for a ``torch.sparse`` adjacency, in TorchScript (which
+        cannot compile PyG's ``to_edge_index``): its values are the edge weights for one
+        edge type and the edge types otherwise."""
+        if edge_type is not None or edge_weight is not None:
+            raise ValueError(
+                "edge_type and edge_weight cannot go with a sparse adjacency, whose own edge "
+                "order is not the caller's: put them in its values, or pass an edge_index"
+            )
+        coo = adj.coalesce() if adj.layout == torch.sparse_coo else adj.to_sparse().coalesce()
+        target_source = coo.indices()
+        edge_index = torch.stack([target_source[1], target_source[0]])
+        values = coo.values()
+        if self.num_edge_types == 1:
+            return edge_index, None, None if bool((values == 1).all()) else values
+        if bool((values != values.round()).any()):
+            raise ValueError(
+                "a typed layer reads the edge types from a sparse adjacency's values, which "
+                "must be whole numbers; pass an edge_index with edge_type instead"
+            )
+        types = values.round().long()
+        if types.numel() > 0 and (int(types.min()) < 0 or int(types.max()) >= self.num_edge_types):
+            raise ValueError(
+                "edge_type (the sparse adjacency's values) must lie in [0, num_edge_types)"
+            )
+        return edge_index, types, None
 
     @torch.jit.unused
     def _edges(

@@ -1,8 +1,7 @@
 r"""GG-NN and GGS-NN (Li et al. 2016): the propagation model with its output models."""
 
-from __future__ import annotations
-
-from typing import Any
+# No `from __future__ import annotations`: TorchScript reads the real annotations.
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
@@ -97,20 +96,107 @@ def _class_targets(name: str, target: Tensor, num_classes: int, count: int) -> T
     )
 
 
+class _NodeLinear(nn.Linear):
+    """The per-node output of ``task="node"``: a linear layer that takes (and ignores) the
+    batch arguments of the other output models, so that the three share one call."""
+
+    def forward(
+        self,
+        x: Tensor,
+        index: Optional[Tensor] = None,
+        ptr: Optional[Tensor] = None,
+        dim_size: Optional[int] = None,
+    ) -> Tensor:
+        return F.linear(x, self.weight, self.bias)
+
+
 def _output_model(
     task: str, in_channels: int, hidden_channels: int, out_channels: int
-) -> tuple[nn.Module, nn.Module | None]:
-    """The output model and, for graph outputs, the classifier on the readout."""
+) -> tuple[nn.Module, Optional[nn.Module]]:
+    """The output model (called as ``output(hx, batch, ptr, num_graphs)``) and, for graph
+    outputs, the classifier on the readout."""
     check_choice("task", task, _TASKS)
     if task == "graph":
         readout = GatedGraphReadout(in_channels, hidden_channels)
         return readout, nn.Linear(hidden_channels, out_channels)
     if task == "node":
-        return nn.Linear(in_channels, out_channels), None
+        return _NodeLinear(in_channels, out_channels), None
     return NodeSelection(in_channels), None
 
 
-class GGNN(nn.Module):
+def _num_graphs(
+    x: Tensor, batch: Optional[Tensor], batch_size: Optional[int]
+) -> tuple[Tensor, int]:
+    """The batch vector (all zeros for one graph) and the number of graphs: ``batch_size``
+    when given, else one more than the largest graph id (PyG's pooling convention)."""
+    if batch is None:
+        batch = torch.zeros(x.size(0), dtype=torch.long, device=x.device)
+        return batch, 1 if batch_size is None else batch_size
+    if batch_size is not None:
+        return batch, batch_size
+    if batch.numel() == 0:
+        return batch, 0
+    return batch, int(batch.max()) + 1
+
+
+class _GraphModel(nn.Module):
+    """What GG-NN and GGS-NN share: their inputs, as tensors or as a PyG ``Data``."""
+
+    @torch.jit.unused
+    def _graph_inputs(
+        self,
+        who: str,
+        x: Any,
+        edge_index: Optional[Tensor],
+        edge_type: Optional[Tensor],
+        batch: Optional[Tensor],
+        batch_size: Optional[int],
+    ) -> tuple[Tensor, Tensor, Optional[Tensor], Optional[Tensor], Optional[int]]:
+        """``x, edge_index, edge_type, batch, batch_size`` from tensors or from a ``Data`` /
+        ``Batch`` (its ``x``, ``edge_index`` or ``adj_t``, ``edge_type``, ``batch``); integer
+        or boolean annotations cast to the model's dtype."""
+        dtype = _dtype_of(self)
+        if isinstance(x, (Data, Batch)):
+            given = [n for n, v in [("edge_index", edge_index), ("edge_type", edge_type),
+                                    ("batch", batch)] if v is not None]  # fmt: skip
+            if given:
+                raise ValueError(
+                    f"{who}: pass either a Data / Batch or tensors, not both: the Data holds "
+                    f"the graph, so {', '.join(given)} cannot go beside it"
+                )
+            x, edge_index, edge_type, batch, ptr, _ = _graph_args(x, dtype)
+            batch_size = ptr.numel() - 1
+            return x, edge_index, edge_type, batch, batch_size
+        if not isinstance(x, Tensor):
+            raise TypeError(
+                f"{who} takes node annotations x and an edge_index as tensors, or a "
+                f"torch_geometric Data or Batch; got x of type {type(x).__name__}"
+            )
+        if edge_index is None:
+            raise ValueError(
+                f"{who}: edge_index is missing; pass x, edge_index (and edge_type, batch) as "
+                "tensors, or one Data / Batch"
+            )
+        if not x.is_floating_point() and not x.is_complex():
+            x = x.to(dtype)
+        if batch_size is not None:
+            batch_size = check_int("batch_size", batch_size, minimum=0, who=who)
+            if batch is None and batch_size != 1:
+                raise ValueError(
+                    f"{who}: batch_size={batch_size} needs the batch vector (one graph id per "
+                    "node); without it the nodes are one graph"
+                )
+        elif batch is not None and not values_known(batch):
+            raise ValueError(
+                f"{who}: pass batch_size with a batch vector whose values are not known "
+                "(meta device, tracing): the number of graphs cannot be read from it"
+            )
+        if batch is not None and batch.dtype != torch.long:
+            batch = check_index_tensor("batch", batch, low=0, high=None, who=who)
+        return x, edge_index, edge_type, batch, batch_size
+
+
+class GGNN(_GraphModel):
     r"""A gated graph neural network (Li et al. 2016, section 3): node states initialised
     from the annotations, ``num_layers`` steps of :class:`GatedGraphConv`, then an output
     model on :math:`[\mathbf{h}_v^{(T)}, \mathbf{x}_v]`:
@@ -122,10 +208,15 @@ class GGNN(nn.Module):
     - ``task="node_selection"``: :class:`NodeSelection`, log-probabilities over the nodes
       of each graph, ``(num_nodes,)`` (the bAbI answers that are an entity).
 
-    ``forward`` takes a PyG ``Data`` or ``Batch`` with ``x`` (annotations), ``edge_index``
-    and, for several edge types, ``edge_type``; a graph of one edge type may give a sparse
-    ``adj_t`` instead of the ``edge_index`` (``T.ToSparseTensor(attr=None,
-    layout=torch.sparse_csr)``).
+    ``forward`` takes tensors, as PyG's models do: ``model(x, edge_index, edge_type=None,
+    batch=None, batch_size=None)``, with ``batch`` the graph id of each node (PyG's batch
+    vector; all nodes one graph when left out) and ``batch_size`` the number of graphs
+    (read off ``batch`` when left out). As a convenience it also takes one PyG ``Data`` or
+    ``Batch``, ``model(data)``, with ``x`` (annotations), ``edge_index`` and, for several
+    edge types, ``edge_type``; a graph of one edge type may give a sparse ``adj_t`` instead
+    of the ``edge_index`` (``T.ToSparseTensor(attr=None, layout=torch.sparse_csr)``).
+    The tensor form scripts (``torch.jit.script(model)``) and is what PyG's ``Explainer``
+    calls.
 
     Args:
         annotation_channels (int): Size of the annotations :math:`\mathbf{x}_v`.
@@ -155,28 +246,46 @@ class GGNN(nn.Module):
         check_choice("task", task, _TASKS, who="GGNN")
         self.task = task
         self.out_channels = out_channels
-        self.conv = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
+        self.conv: nn.Module = GatedGraphConv(
+            hidden_channels, num_layers, num_edge_types, **conv_kwargs
+        )
         width = hidden_channels + annotation_channels
         self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
 
-    def propagate(self, x: Tensor, edge_index: Tensor, edge_type: Tensor | None) -> Tensor:
+    def propagate(self, x: Tensor, edge_index: Tensor, edge_type: Optional[Tensor]) -> Tensor:
         """The propagation model: ``self.conv`` on the annotations. A subclass that swaps
         in another conv (for example one without edge types) overrides this."""
         out: Tensor = self.conv(x, edge_index, edge_type)
         return out
 
-    def forward(self, data: Data | Batch) -> Tensor:
-        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data, _dtype_of(self))
+    def forward(
+        self,
+        x: Tensor,
+        edge_index: Optional[Tensor] = None,
+        edge_type: Optional[Tensor] = None,
+        batch: Optional[Tensor] = None,
+        batch_size: Optional[int] = None,
+    ) -> Tensor:
+        """Logits per graph or per node, or per-node log-probabilities (node selection).
+
+        Args:
+            x: Node annotations ``(num_nodes, annotation_channels)``, or a ``Data`` /
+                ``Batch`` holding the whole graph (then no other argument).
+            edge_index: ``(2, num_edges)``, or a sparse adjacency for one edge type.
+            edge_type: ``(num_edges,)`` types, needed for several edge types.
+            batch: ``(num_nodes,)`` graph id of each node.
+            batch_size: The number of graphs.
+        """
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            x, edge_index, edge_type, batch, batch_size = self._graph_inputs(
+                "GGNN", x, edge_index, edge_type, batch, batch_size
+            )
+        assert edge_index is not None
+        batch, num_graphs = _num_graphs(x, batch, batch_size)
         h = self.propagate(x, edge_index, edge_type)
-        hx = torch.cat([h, x], dim=-1)
-        if self.task == "graph":
-            assert self.classifier is not None
-            out: Tensor = self.classifier(self.output(hx, batch, dim_size=num_graphs))
-            return out
-        if self.task == "node":
-            out = self.output(hx)
-            return out
-        out = self.output(hx, batch, ptr, num_graphs)
+        out: Tensor = self.output(torch.cat([h, x], dim=-1), batch, None, num_graphs)
+        if self.classifier is not None:
+            out = self.classifier(out)
         return out
 
     def loss(self, out: Tensor, data: Data | Batch) -> Tensor:
@@ -199,7 +308,7 @@ class GGNN(nn.Module):
         return out.argmax(-1)
 
 
-class GGSNN(nn.Module):
+class GGSNN(_GraphModel):
     r"""A gated graph *sequence* neural network (Li et al. 2016, section 4): a sequence of
     outputs :math:`o^{(1)} \dots o^{(K)}`. At step :math:`k` the node states start from the
     annotations :math:`\mathcal{X}^{(k)}`; :math:`\mathcal{F}_o` propagates and predicts
@@ -214,6 +323,10 @@ class GGSNN(nn.Module):
     :math:`\mathcal{F}_\mathcal{X}` and be fed as the next input (teacher forcing), as the
     paper does for bAbI 19 and the sequence tasks.
 
+    ``forward`` takes tensors, ``model(x, edge_index, edge_type=None, batch=None,
+    num_steps=K)``, or one ``Data`` / ``Batch``, ``model(data, num_steps=K)``; ``num_steps``
+    may be fixed at construction instead. The tensor form scripts.
+
     Args:
         annotation_channels (int): Size of the annotations.
         hidden_channels (int): Size of the node states.
@@ -225,6 +338,8 @@ class GGSNN(nn.Module):
         out_channels (int, optional): Classes for ``"graph"``. (default: :obj:`2`)
         share_propagation (bool, optional): One propagation model for
             :math:`\mathcal{F}_o` and :math:`\mathcal{F}_\mathcal{X}`. (default: :obj:`True`)
+        num_steps (int, optional): The number of outputs :math:`K` when ``forward`` is not
+            given one. (default: :obj:`None`: ``forward`` needs ``num_steps``)
         **conv_kwargs: Further arguments of :class:`GatedGraphConv`.
     """
 
@@ -237,16 +352,22 @@ class GGSNN(nn.Module):
         task: str = "graph",
         out_channels: int = 2,
         share_propagation: bool = True,
+        num_steps: Optional[int] = None,
         **conv_kwargs: Any,
     ) -> None:
         super().__init__()
         check_choice("task", task, ("graph", "node_selection"), who="GGSNN")
         _check_sizes("GGSNN", annotation_channels, hidden_channels, num_layers, out_channels)
         check_bool("share_propagation", share_propagation, who="GGSNN")
+        if num_steps is not None:
+            num_steps = check_int("num_steps", num_steps, minimum=1, who="GGSNN")
+        self.num_steps = num_steps
         self.task = task
         self.out_channels = out_channels
         self.annotation_channels = annotation_channels
-        self.conv_o = GatedGraphConv(hidden_channels, num_layers, num_edge_types, **conv_kwargs)
+        self.conv_o: nn.Module = GatedGraphConv(
+            hidden_channels, num_layers, num_edge_types, **conv_kwargs
+        )
         self.conv_x = (
             None
             if share_propagation
@@ -256,24 +377,24 @@ class GGSNN(nn.Module):
         self.output, self.classifier = _output_model(task, width, hidden_channels, out_channels)
         self.annotation = nn.Linear(width, annotation_channels)  # j
 
-    def propagate(
-        self, conv: nn.Module, x: Tensor, edge_index: Tensor, edge_type: Tensor | None
-    ) -> Tensor:
-        """Run one propagation model (``conv_o`` or ``conv_x``); overridable as in GGNN."""
-        out: Tensor = conv(x, edge_index, edge_type)
-        return out
-
     def forward(
         self,
-        data: Data | Batch,
-        num_steps: int,
-        annotations: list[Tensor] | None = None,
+        x: Tensor,
+        edge_index: Optional[Tensor] = None,
+        edge_type: Optional[Tensor] = None,
+        batch: Optional[Tensor] = None,
+        num_steps: Optional[int] = None,
+        annotations: Optional[list[Tensor]] = None,
+        batch_size: Optional[int] = None,
     ) -> tuple[list[Tensor], list[Tensor]]:
         """Run ``num_steps`` output steps.
 
         Args:
-            data: Graphs with the first annotations ``x`` (``X^(1)``).
-            num_steps: Outputs to produce, ``K``.
+            x: The first annotations ``X^(1)``, ``(num_nodes, annotation_channels)``, or a
+                ``Data`` / ``Batch`` holding the graphs with them (then ``model(data,
+                num_steps)``, as before tensors were taken).
+            edge_index, edge_type, batch, batch_size: The graphs, as in :class:`GGNN`.
+            num_steps: Outputs to produce, ``K``; defaults to the constructor's.
             annotations: Optional true annotations ``X^(2) .. X^(K)`` (each
                 ``(num_nodes, annotation_channels)``), fed as the next input instead of the
                 predicted ones (teacher forcing).
@@ -283,13 +404,53 @@ class GGSNN(nn.Module):
             log-probabilities per node) and the ``K - 1`` predicted annotation
             probabilities :math:`\\mathcal{X}^{(2)} \\dots \\mathcal{X}^{(K)}`.
         """
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            if isinstance(x, (Data, Batch)) and isinstance(edge_index, int):
+                num_steps, edge_index = edge_index, None  # model(data, K)
+            x, edge_index, edge_type, batch, batch_size = self._graph_inputs(
+                "GGSNN", x, edge_index, edge_type, batch, batch_size
+            )
+            num_steps = self._check_steps(x, num_steps, annotations)
+        assert edge_index is not None
+        steps = num_steps if num_steps is not None else self.num_steps
+        assert steps is not None
+        batch, num_graphs = _num_graphs(x, batch, batch_size)
+        outputs: list[Tensor] = []
+        predicted: list[Tensor] = []
+        for k in range(steps):
+            h = self.conv_o(x, edge_index, edge_type)
+            out: Tensor = self.output(torch.cat([h, x], dim=-1), batch, None, num_graphs)
+            if self.classifier is not None:
+                out = self.classifier(out)
+            outputs.append(out)
+            if k == steps - 1:
+                break
+            if self.conv_x is not None:
+                h = self.conv_x(x, edge_index, edge_type)
+            next_x = torch.sigmoid(self.annotation(torch.cat([h, x], dim=-1)))
+            predicted.append(next_x)
+            x = annotations[k].to(next_x.dtype) if annotations is not None else next_x
+        return outputs, predicted
+
+    @torch.jit.unused
+    def _check_steps(
+        self, x: Tensor, num_steps: Optional[int], annotations: Optional[list[Tensor]]
+    ) -> int:
+        """``num_steps`` (or the constructor's), checked with the teacher-forced
+        annotations against it and against ``x``."""
+        if num_steps is None:
+            num_steps = self.num_steps
+            if num_steps is None:
+                raise ValueError(
+                    "GGSNN: num_steps is needed, the number of outputs K: pass it to forward "
+                    "(model(data, num_steps=K)) or to the constructor (GGSNN(..., num_steps=K))"
+                )
         num_steps = check_int("num_steps", num_steps, minimum=1, who="GGSNN")
         if annotations is not None and len(annotations) != num_steps - 1:
             raise ValueError(
                 f"annotations must hold the {num_steps - 1} true annotations X^(2)..X^(K), "
                 f"got {len(annotations)}"
             )
-        x, edge_index, edge_type, batch, ptr, num_graphs = _graph_args(data, _dtype_of(self))
         for k, given in enumerate(annotations or []):
             if not isinstance(given, Tensor) or tuple(given.shape) != tuple(x.shape):
                 shown = tuple(given.shape) if isinstance(given, Tensor) else type(given).__name__
@@ -297,24 +458,7 @@ class GGSNN(nn.Module):
                     f"annotations[{k}] must be (num_nodes, annotation_channels) = "
                     f"{tuple(x.shape)}, like data.x; got {shown}"
                 )
-        outputs: list[Tensor] = []
-        predicted: list[Tensor] = []
-        for k in range(num_steps):
-            h = self.propagate(self.conv_o, x, edge_index, edge_type)
-            hx = torch.cat([h, x], dim=-1)
-            if self.task == "graph":
-                assert self.classifier is not None
-                outputs.append(self.classifier(self.output(hx, batch, dim_size=num_graphs)))
-            else:
-                outputs.append(self.output(hx, batch, ptr, num_graphs))
-            if k == num_steps - 1:
-                break
-            if self.conv_x is not None:
-                hx = torch.cat([self.propagate(self.conv_x, x, edge_index, edge_type), x], dim=-1)
-            next_x = torch.sigmoid(self.annotation(hx))
-            predicted.append(next_x)
-            x = annotations[k].to(next_x.dtype) if annotations is not None else next_x
-        return outputs, predicted
+        return num_steps
 
     def loss(
         self,

@@ -113,6 +113,7 @@ class NodeSelection(nn.Module):
         check_int("in_channels", in_channels, minimum=1, who="NodeSelection")
         if hidden_channels is not None:
             check_int("hidden_channels", hidden_channels, minimum=1, who="NodeSelection")
+        self.in_channels = in_channels
         if hidden_channels is None:
             self.g: nn.Module = nn.Linear(in_channels, 1)
         else:
@@ -128,18 +129,23 @@ class NodeSelection(nn.Module):
         num_graphs: Optional[int] = None,
     ) -> Tensor:
         """Per-node log-probabilities ``(num_nodes,)``, normalised within each graph."""
-        first = next(self.g.parameters())
-        check_floating_tensor("x", x, dtype=first.dtype, who="NodeSelection", module="layer")
-        if x.dim() != 2 or x.size(-1) != first.size(-1):
-            raise ValueError(
-                f"NodeSelection: x must be (num_nodes, {first.size(-1)}), got {tuple(x.shape)}"
-            )
-        _check_graph_index(x.size(0), index, num_graphs, "NodeSelection")
+        if not torch.jit.is_scripting():  # type: ignore[attr-defined]
+            self._check_inputs(x, index, num_graphs)
         scores: Tensor = self.g(x).squeeze(-1)
         if index is None and ptr is None:
             return scores.log_softmax(dim=0)
         probs: Tensor = softmax(scores, index, ptr, num_nodes=num_graphs)
         return torch.log(probs.clamp_min(1e-30))
+
+    @torch.jit.unused
+    def _check_inputs(self, x: Tensor, index: Optional[Tensor], num_graphs: Optional[int]) -> None:
+        dtype = next(self.g.parameters()).dtype
+        check_floating_tensor("x", x, dtype=dtype, who="NodeSelection", module="layer")
+        if x.dim() != 2 or x.size(-1) != self.in_channels:
+            raise ValueError(
+                f"NodeSelection: x must be (num_nodes, {self.in_channels}), got {tuple(x.shape)}"
+            )
+        _check_graph_index(x.size(0), index, num_graphs, "NodeSelection")
 
     @staticmethod
     def loss(log_probs: Tensor, target: Tensor, ptr: Tensor) -> Tensor:

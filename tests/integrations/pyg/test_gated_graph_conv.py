@@ -380,3 +380,14 @@ def test_a_graph_without_nodes_gives_an_empty_output() -> None:
     conv = GatedGraphConv(8, 2, num_edge_types=3)
     out = conv(torch.zeros(0, 3), torch.zeros(2, 0, dtype=torch.long), torch.zeros(0).long())
     assert out.shape == (0, 8)
+
+
+def test_second_derivatives_through_the_sparse_route() -> None:
+    """The sparse route's own backward (A^T built once per call) is differentiable."""
+    torch.manual_seed(13)
+    x, edge_index, edge_type = graph(nodes=5, edges=8, types=2)
+    conv = GatedGraphConv(4, 2, num_edge_types=2).double()
+    assert conv._can_fuse(x.double(), None)
+    assert torch.autograd.gradgradcheck(
+        lambda x: conv(x, edge_index, edge_type), (x.double().requires_grad_(),)
+    )

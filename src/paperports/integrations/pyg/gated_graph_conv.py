@@ -64,6 +64,41 @@ def _typed_edge_index(adj: Adj, num_edge_types: int) -> tuple[Tensor, Tensor]:
     return torch.stack([source, target]), values.long()
 
 
+class _SlotSums(torch.autograd.Function):
+    """``A @ h`` for the CSR matrix ``A`` of :meth:`GatedGraphConv._slot_adjacency`, whose
+    backward ``A^T @ g`` transposes ``A`` once per call instead of once per step: the
+    transpose is kept on ``A`` itself, which lives as long as the call."""
+
+    @staticmethod
+    def forward(ctx: Any, adjacency: Tensor, h: Tensor) -> Tensor:
+        ctx.adjacency = adjacency
+        return _sparse_times_dense(adjacency, h)
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor]:
+        adjacency = ctx.adjacency
+        transposed = getattr(adjacency, "_paperports_transposed", None)
+        if transposed is None:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
+                transposed = adjacency.t().to_sparse_csr()
+            adjacency._paperports_transposed = transposed
+        return None, _sparse_times_dense(transposed, grad)
+
+
+def _sparse_times_dense(sparse: Tensor, dense: Tensor) -> Tensor:
+    """``sparse @ dense`` into an uninitialised output: ``beta=0`` ignores its contents
+    (NaN included, as documented for ``addmm``); ``@`` would zero-fill it and then copy."""
+    out = dense.new_empty(sparse.size(0), dense.size(1))
+    return torch.addmm(out, sparse, dense, beta=0)
+
+
+@torch.jit.unused
+def _slot_sums(adjacency: Tensor, h: Tensor) -> Tensor:
+    out: Tensor = _SlotSums.apply(adjacency, h)  # type: ignore[no-untyped-call]
+    return out
+
+
 class GatedGraphConv(MessagePassing):
     r"""The gated graph convolution from the `"Gated Graph Sequence Neural Networks"
     <https://arxiv.org/abs/1511.05493>`_ paper (Li, Tarlow, Brockschmidt, Zemel, ICLR 2016),
@@ -94,9 +129,10 @@ class GatedGraphConv(MessagePassing):
     sum. The sums are one sparse-dense product per step with a CSR matrix of shape
     ``(num_nodes * K * D, num_nodes)``, built once per call and fed to
     :meth:`propagate` (PyG's fused :meth:`message_and_aggregate` route, as for a sparse
-    adjacency). Under ``torch.compile`` or TorchScript, while explaining, with
-    message/aggregate hooks registered, with edge weights that require gradients, or in
-    half precision, the layer gathers and scatters edge by edge instead (same result).
+    adjacency); its backward reuses one transpose of that matrix for all steps. Under
+    ``torch.compile`` or TorchScript, while explaining, with message/aggregate hooks
+    registered, with edge weights that require gradients, or in half precision, the layer
+    gathers and scatters edge by edge instead (same result).
     Other aggregations (``"max"``, ``"min"``, ...) transform first, then aggregate.
 
     Args:
@@ -302,8 +338,10 @@ class GatedGraphConv(MessagePassing):
     def message_and_aggregate(self, adj_t: Adj, x: Tensor) -> Tensor:
         # adj_t is built by `_slot_adjacency`: its values already hold the edge weights and,
         # for aggr="mean", the 1 / count normalisation, so every aggregation is a plain sum.
-        out: Tensor = spmm(adj_t, x, reduce="sum")
-        return out
+        if torch.jit.is_scripting() or not isinstance(adj_t, Tensor):  # type: ignore[attr-defined]
+            out: Tensor = spmm(adj_t, x, reduce="sum")
+            return out
+        return _slot_sums(adj_t, x)
 
     @torch.jit.unused
     def _can_fuse(self, x: Tensor, edge_weight: OptTensor) -> bool:

@@ -168,6 +168,9 @@ def bench(ctx: RunContext) -> BenchResult:
             extra={"nodes": NODES, "channels": CHANNELS, "steps": STEPS},
         )
     )
+    # the share of (node, edge type, direction) rows that receive a message
+    slots = torch.cat([edge_type, edge_type + TYPES]) * NODES + edge_index.flip(0).reshape(-1)
+    occupied = torch.unique(slots).numel() / (NODES * 2 * TYPES)
     for gru in ("paper", "torch"):
         typed = GatedGraphConv(CHANNELS, STEPS, num_edge_types=TYPES, bidirectional=True, gru=gru)
         single = GatedGraphConv(CHANNELS, STEPS, bidirectional=False, gru=gru)
@@ -188,7 +191,7 @@ def bench(ctx: RunContext) -> BenchResult:
                 t_single,
                 "s",
                 "ratio <= 1.7",
-                extra=extra | {"edge_types": TYPES, "gru": gru},
+                extra=extra | {"edge_types": TYPES, "gru": gru, "occupied_rows": occupied},
             )
         )
     rows.extend(_memory_rows(ctx))

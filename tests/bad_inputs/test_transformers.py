@@ -210,6 +210,29 @@ VALUES = [
         lambda: bert()(IDS, attention_mask=torch.ones(2, 4)),
         "attention_mask",
     ),
+    case(
+        "Bert 4-D attention_mask of other keys",
+        lambda: bert()(IDS, attention_mask=torch.ones(2, 1, 5, 4, dtype=torch.bool)),
+        "attention_mask",
+        "broadcast",
+    ),
+    case(
+        "Bert 4-D additive attention_mask positive",
+        lambda: bert()(IDS, attention_mask=torch.ones(2, 1, 5, 5)),
+        "attention_mask",
+        "additive",
+    ),
+    case(
+        "Bert 4-D additive attention_mask of another dtype",
+        lambda: bert()(IDS, attention_mask=torch.zeros(2, 1, 5, 5, dtype=torch.float64)),
+        "attention_mask",
+        "float64",
+    ),
+    case(
+        "Bert 4-D integer attention_mask of 2",
+        lambda: bert()(IDS, attention_mask=torch.full((2, 1, 5, 5), 2)),
+        "attention_mask",
+    ),
     *[
         case(
             f"BnLstm attention_mask {v}",

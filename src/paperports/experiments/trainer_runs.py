@@ -63,9 +63,8 @@ def quiet_trainer(trainer: Trainer, *, quiet: bool, desc: str) -> Trainer:
 def quiet_transformers() -> Iterator[None]:
     """Silence transformers' per-load reports and progress bars inside the experiments.
 
-    Loading the ``"bert"`` MiniLM checkpoint into ``"paperports-bert"`` classes, and heads
-    onto an encoder checkpoint, is what these experiments mean to do; transformers reports
-    both at warning level on every load. Errors still show.
+    Putting heads onto an encoder checkpoint is what these experiments mean to do;
+    transformers reports it at warning level on every load. Errors still show.
     """
     verbosity = hf_logging.get_verbosity()
     bars = hf_logging.is_progress_bar_enabled()

@@ -4,10 +4,13 @@
 
 Importing this module registers two model families with the Auto classes:
 
-- BERT (model type ``"paperports-bert"``) with ``AutoConfig``, ``AutoModel``,
-  ``AutoModelForPreTraining``, ``AutoModelForMaskedLM``, ``AutoModelForNextSentencePrediction``,
+- BERT (model type ``"bert"``, which then maps to our classes instead of transformers'
+  own) with ``AutoConfig``, ``AutoModel``, ``AutoModelForPreTraining``,
+  ``AutoModelForMaskedLM``, ``AutoModelForNextSentencePrediction``,
   ``AutoModelForSequenceClassification``, ``AutoModelForTokenClassification``,
-  ``AutoModelForQuestionAnswering`` and ``AutoModelForMultipleChoice``;
+  ``AutoModelForQuestionAnswering`` and ``AutoModelForMultipleChoice``
+  (``AutoModelForCausalLM`` refuses it with a clear error: the paper's encoder has no
+  causal head);
 - BN-LSTM (model type ``"bn_lstm"``) with ``AutoConfig``, ``AutoModel``,
   ``AutoModelForSequenceClassification`` and ``AutoModelForCausalLM``.
 """
@@ -42,6 +45,9 @@ from paperports.integrations.transformers.bert import (  # noqa: E402
     BertModel,
     BertPreTrainedModel,
 )
+from paperports.integrations.transformers.bert.modeling_bert import (  # noqa: E402
+    BertNotACausalLM,
+)
 from paperports.integrations.transformers.bn_lstm import (  # noqa: E402
     BnLstmConfig,
     BnLstmForCausalLM,
@@ -64,6 +70,7 @@ def _register() -> None:
         (AutoModelForMultipleChoice, BertForMultipleChoice),
     ]:
         auto.register(BertConfig, model, exist_ok=True)
+    AutoModelForCausalLM.register(BertConfig, BertNotACausalLM, exist_ok=True)
     AutoConfig.register(BnLstmConfig.model_type, BnLstmConfig, exist_ok=True)
     AutoModel.register(BnLstmConfig, BnLstmModel, exist_ok=True)
     AutoModelForSequenceClassification.register(

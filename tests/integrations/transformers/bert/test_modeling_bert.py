@@ -3,6 +3,7 @@ checkpoints, Trainer, bad input."""
 
 from __future__ import annotations
 
+import logging
 import math
 from pathlib import Path
 from typing import Any
@@ -79,7 +80,7 @@ def test_auto_classes_find_every_model_and_save_load_round_trips(
     auto: type, cls: type, tmp_path: Path
 ) -> None:
     settings = {k: v for k, v in tiny().to_dict().items() if k != "model_type"}
-    config = AutoConfig.for_model("paperports-bert", **settings)
+    config = AutoConfig.for_model("bert", **settings)
     assert isinstance(config, BertConfig)
     model = auto.from_config(config).eval()
     assert type(model) is cls
@@ -97,9 +98,155 @@ def test_auto_classes_find_every_model_and_save_load_round_trips(
     torch.testing.assert_close(first[key], second[key], atol=1e-6, rtol=0)
 
 
-def test_a_saved_directory_names_our_model_type(tmp_path: Path) -> None:
+def test_a_saved_directory_is_an_ordinary_bert_checkpoint(tmp_path: Path) -> None:
     BertModel(tiny()).save_pretrained(tmp_path)
-    assert '"model_type": "paperports-bert"' in (tmp_path / "config.json").read_text()
+    assert '"model_type": "bert"' in (tmp_path / "config.json").read_text()
+
+
+_PLAIN_TRANSFORMERS = """
+import sys, torch
+from transformers import AutoModelForMaskedLM
+folder = sys.argv[1]
+model = AutoModelForMaskedLM.from_pretrained(folder).eval()
+with torch.no_grad():
+    torch.save(model(torch.load(folder + "/ids.pt")).logits, folder + "/theirs.pt")
+print(type(model).__module__, "paperports" in sys.modules)
+"""
+
+
+def test_a_saved_folder_opens_in_a_process_without_paperports(tmp_path: Path) -> None:
+    """transformers alone opens what our model saved, as its own BERT, with our outputs."""
+    import subprocess
+    import sys
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(tiny()).eval()
+    model.save_pretrained(tmp_path)
+    batch = ids()
+    torch.save(batch, tmp_path / "ids.pt")
+    run = subprocess.run(
+        [sys.executable, "-c", _PLAIN_TRANSFORMERS, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert run.stdout.split() == ["transformers.models.bert.modeling_bert", "False"]
+    with torch.no_grad():
+        ours = model(batch).logits
+    torch.testing.assert_close(torch.load(tmp_path / "theirs.pt"), ours, atol=1e-5, rtol=0)
+
+
+def _warnings_while(call: Any) -> tuple[Any, list[str]]:
+    records: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: records.append(record.getMessage())  # type: ignore[method-assign]
+    logger = transformers.utils.logging.get_logger("transformers")
+    logger.addHandler(handler)
+    try:
+        return call(), records
+    finally:
+        logger.removeHandler(handler)
+
+
+def test_hf_bert_checkpoints_load_into_our_classes_silently(tmp_path: Path) -> None:
+    """A checkpoint saved by transformers' own BERT: the Auto classes give ours (this
+    package maps "bert" to its classes on import), and no load logs a warning."""
+    torch.manual_seed(1)
+    theirs = transformers.BertForMaskedLM(
+        transformers.BertConfig(**{k: v for k, v in tiny().to_dict().items() if k in _FIELDS})
+    ).eval()
+    theirs.save_pretrained(tmp_path)
+    for load in (
+        lambda: AutoModelForMaskedLM.from_pretrained(tmp_path),
+        lambda: BertForMaskedLM.from_pretrained(tmp_path),
+    ):
+        model, logged = _warnings_while(load)
+        assert type(model).__module__.startswith("paperports."), type(model)
+        assert logged == [], logged
+    # the encoder alone from the MLM checkpoint: transformers' load report (the head's
+    # weights unused, the pooler new), as for its own BERT, but no model-type warning
+    model, logged = _warnings_while(lambda: AutoModel.from_pretrained(tmp_path))
+    assert type(model) is BertModel
+    assert not any("model of type" in message for message in logged), logged
+    mlm = BertForMaskedLM.from_pretrained(tmp_path).eval()
+    batch = ids()
+    with torch.no_grad():
+        torch.testing.assert_close(mlm(batch).logits, theirs(batch).logits, atol=1e-5, rtol=0)
+    # transformers' own classes stay theirs, by name
+    assert type(transformers.BertModel.from_pretrained(tmp_path)) is transformers.BertModel
+
+
+_FIELDS = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+    "hidden_dropout_prob",
+    "attention_probs_dropout_prob",
+)
+
+
+def test_set_attn_implementation_switches_the_attention_path() -> None:
+    torch.manual_seed(2)
+    model = BertModel(tiny()).eval()
+    batch = ids()
+    mask = torch.ones_like(batch)
+    mask[0, 4:] = 0
+    with torch.no_grad():
+        sdpa = model(batch, attention_mask=mask).last_hidden_state
+        model.set_attn_implementation("eager")
+        assert model.config._attn_implementation == "eager"
+        eager = model(batch, attention_mask=mask).last_hidden_state
+    torch.testing.assert_close(eager, sdpa, atol=1e-5, rtol=0)
+    with pytest.raises((ValueError, ImportError)):
+        model.set_attn_implementation("flash_attention_2")
+
+
+@pytest.mark.parametrize("implementation", ["sdpa", "eager"])
+def test_four_dimensional_masks_as_hf_bert_takes_them(implementation: str) -> None:
+    torch.manual_seed(3)
+    config = tiny()
+    hf_config = transformers.BertConfig(
+        **{k: v for k, v in config.to_dict().items() if k in _FIELDS}
+    )
+    theirs = transformers.BertModel(hf_config).eval()
+    theirs.set_attn_implementation(implementation)
+    ours = BertModel(config).eval()
+    ours.load_state_dict(theirs.state_dict())
+    ours.set_attn_implementation(implementation)
+    batch = ids()
+    keep = torch.ones_like(batch)
+    keep[0, 4:] = 0
+    keep[2, 5:] = 0
+    square = keep[:, None, None, :].expand(3, 1, 7, 7)
+    additive = (1.0 - square.float()) * torch.finfo(torch.float32).min
+    with torch.no_grad():
+        expected = theirs(batch, attention_mask=keep).last_hidden_state
+        torch.testing.assert_close(
+            theirs(batch, attention_mask=additive).last_hidden_state, expected
+        )  # (HF's eager path adds a boolean 4-D mask as 0/1; ours masks with it, as SDPA)
+        for mask in (square.bool(), additive, keep[:, None, None, :].bool()):
+            torch.testing.assert_close(
+                ours(batch, attention_mask=mask).last_hidden_state, expected, atol=1e-5, rtol=0
+            )
+        # 0/1 integers: ours reads them as 2-D masks are read (1: attend)
+        torch.testing.assert_close(
+            ours(batch, attention_mask=square.long()).last_hidden_state,
+            expected,
+            atol=1e-5,
+            rtol=0,
+        )
+    with pytest.raises(ValueError, match="broadcast"):
+        ours(batch, attention_mask=square[:, :, :, :6].bool())
+    with pytest.raises(ValueError, match="additive"):
+        ours(batch, attention_mask=square.float())  # 0/1 floats in 4-D mean "add 1"
+
+
+def test_causal_lm_auto_class_refuses_with_a_clear_error() -> None:
+    with pytest.raises(ValueError, match="bidirectional encoder"):
+        transformers.AutoModelForCausalLM.from_config(tiny())
 
 
 def test_mlm_decoder_is_tied_to_the_token_embeddings(tmp_path: Path) -> None:
@@ -375,8 +522,8 @@ def test_config_rejects_heads_that_do_not_divide_the_width() -> None:
             "attention_mask must be",
         ),
         (
-            {"input_ids": torch.tensor([[1, 2]]), "attention_mask": torch.ones(1, 1, 1, 2)},
-            "attention_mask must be",
+            {"input_ids": torch.tensor([[1, 2]]), "attention_mask": torch.ones(1, 1, 1, 3)},
+            "attention_mask must broadcast",
         ),
         ({}, "exactly one of input_ids and inputs_embeds"),
         ({"inputs_embeds": torch.zeros(1, 3, 31)}, "inputs_embeds must be"),

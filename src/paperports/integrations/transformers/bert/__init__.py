@@ -1,4 +1,4 @@
-"""BERT for transformers (Devlin et al. 2018): model type ``"paperports-bert"``."""
+"""BERT for transformers (Devlin et al. 2018): model type ``"bert"``, HF's checkpoints' own."""
 
 from paperports.integrations.transformers.bert.configuration_bert import BertConfig
 from paperports.integrations.transformers.bert.modeling_bert import (

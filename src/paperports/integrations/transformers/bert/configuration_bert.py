@@ -15,11 +15,12 @@ __all__ = ["BertConfig"]
 class BertConfig(PreTrainedConfig):
     r"""Configuration of :class:`BertModel` and its heads.
 
-    The defaults are BERT-base's (Devlin et al. 2018, section 3). The field names are those of
-    HF-format BERT checkpoints, so a ``config.json`` whose ``model_type`` is ``"bert"`` loads
-    into this class (transformers warns that the model types differ; parameter names decide
-    what loads). Saved configs carry ``model_type = "paperports-bert"``, which
-    ``import paperports.integrations.transformers`` registers with ``AutoConfig``.
+    The defaults are BERT-base's (Devlin et al. 2018, section 3). The model type is
+    ``"bert"`` and the field and parameter names are those of HF-format BERT checkpoints: any
+    of them loads into these classes, and a folder these classes save is an ordinary BERT
+    checkpoint that a process without paperports opens with transformers' own Auto classes.
+    ``import paperports.integrations.transformers`` maps ``"bert"`` in the Auto classes to
+    these classes (``transformers.BertModel`` and its heads stay importable by name).
 
     Args:
         vocab_size (`int`, *optional*, defaults to 30522):
@@ -61,7 +62,7 @@ class BertConfig(PreTrainedConfig):
     ```
     """
 
-    model_type = "paperports-bert"
+    model_type = "bert"
 
     def __init__(
         self,

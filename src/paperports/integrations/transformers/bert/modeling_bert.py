@@ -152,15 +152,17 @@ class BertSelfAttention(nn.Module):
         dropout = self.dropout.p if self.training else 0.0
         probs: torch.Tensor | None = None
         if self.config._attn_implementation == "sdpa" and not output_attentions:
-            # A boolean mask: True where a query may attend. is_causal=False keeps BERT
-            # bidirectional (the flag is what would make it a left-to-right model).
+            # A boolean mask (True where a query may attend) or an additive one. is_causal=False
+            # keeps BERT bidirectional (the flag is what would make it a left-to-right model).
             context = F.scaled_dot_product_attention(
                 query, key, value, attn_mask=attention_mask, dropout_p=dropout, is_causal=False
             )
         else:
             scores = query @ key.transpose(-1, -2) / math.sqrt(self.attention_head_size)
-            if attention_mask is not None:
+            if attention_mask is not None and attention_mask.dtype == torch.bool:
                 scores = scores.masked_fill(~attention_mask, torch.finfo(scores.dtype).min)
+            elif attention_mask is not None:  # an additive 4-D mask, as HF's BERT takes
+                scores = scores + attention_mask
             probs = scores.softmax(dim=-1)
             context = self.dropout(probs) @ value
         batch, _, seq_len, _ = context.shape
@@ -336,6 +338,13 @@ class BertPreTrainedModel(CheckedPreTrainedModel):
     _supports_sdpa = True
     _no_split_modules = ["BertEmbeddings", "BertLayer"]  # noqa: RUF012 (transformers' API)
 
+    @classmethod
+    def _can_set_attn_implementation(cls) -> bool:
+        # transformers guesses from the module's source whether attention reads
+        # config._attn_implementation at call time; ours does ("eager" or "sdpa"), so
+        # model.set_attn_implementation(...) switches it, as it does HF's BERT.
+        return True
+
     def _init_weights(self, module: nn.Module) -> None:
         std = self.config.initializer_range
         if isinstance(module, nn.Linear):
@@ -412,23 +421,55 @@ def _check_inputs(
             )
         check_token_ids("token_type_ids", token_type_ids, config.type_vocab_size, "type_vocab_size")
     if attention_mask is not None:
+        if isinstance(attention_mask, torch.Tensor) and attention_mask.dim() == 4:
+            _check_4d_mask(attention_mask, batch, seq_len, config.num_attention_heads, dtype)
+            return batch, seq_len
         check_attention_mask(attention_mask)
         if attention_mask.shape not in ((batch, seq_len), (batch, seq_len, seq_len)):
             raise ValueError(
                 f"attention_mask must be (batch, sequence_length) = ({batch}, {seq_len}) with "
-                f"1 for tokens to attend to and 0 for padding, or (batch, {seq_len}, {seq_len}) "
-                f"per query; got shape {tuple(attention_mask.shape)}"
+                f"1 for tokens to attend to and 0 for padding, (batch, {seq_len}, {seq_len}) "
+                f"per query, or 4-D (batch, 1 or heads, {seq_len}, {seq_len}) as HF's BERT "
+                f"takes; got shape {tuple(attention_mask.shape)}"
             )
     return batch, seq_len
 
 
+def _check_4d_mask(
+    mask: torch.Tensor, batch: int, seq_len: int, heads: int, dtype: torch.dtype
+) -> None:
+    """A 4-D mask as HF's BERT takes it, broadcastable to ``(batch, heads, query, key)``:
+    boolean (True: attend), 0/1 integers (1: attend), or additive floats (0: attend, a large
+    negative number: masked) in the model's dtype."""
+    expected = (batch, heads, seq_len, seq_len)
+    leading = zip(mask.shape[:3], expected[:3], strict=True)
+    if any(size not in (1, full) for size, full in leading) or mask.shape[3] != seq_len:
+        raise ValueError(
+            f"a 4-D attention_mask must broadcast to (batch, heads, query, key) = {expected}, "
+            f"with the keys in full; got shape {tuple(mask.shape)}"
+        )
+    if mask.is_floating_point():
+        check_floating_tensor("attention_mask (4-D, additive)", mask, dtype=dtype)
+        if values_known(mask) and bool(mask.isnan().any() | (mask > 0).any()):
+            raise ValueError(
+                "a floating 4-D attention_mask is additive, as in HF's BERT: 0 where a query "
+                "may attend and a large negative number where it may not; got NaN or "
+                "positive values"
+            )
+    else:
+        check_attention_mask(mask)
+
+
 def _boolean_mask(attention_mask: torch.Tensor | None) -> torch.Tensor | None:
-    """``(batch, [query,] key)`` 1/0 mask -> boolean ``(batch, 1, query | 1, key)``, or None.
+    """``(batch, [query,] key)`` 1/0 mask -> boolean ``(batch, 1, query | 1, key)``, or None;
+    a 4-D mask passes (additive floats) or becomes boolean (0/1).
 
     None when every token is attended to: SDPA then runs its unmasked kernel.
     """
     if attention_mask is None:
         return None
+    if attention_mask.dim() == 4:  # HF's format: additive floats kept, 0/1 as booleans
+        return attention_mask if attention_mask.is_floating_point() else attention_mask.bool()
     mask = attention_mask.bool()
     if values_known(mask) and bool(mask.all()):
         return None
@@ -484,7 +525,9 @@ class BertModel(BertPreTrainedModel):
                 WordPiece ids in `[0, config.vocab_size)`.
             attention_mask (`torch.Tensor` of shape `(batch_size, sequence_length)`, *optional*):
                 1 for tokens to attend to, 0 for padding; `(batch_size, sequence_length,
-                sequence_length)` gives a mask per query.
+                sequence_length)` gives a mask per query; a 4-D mask `(batch_size, 1 or heads,
+                sequence_length, sequence_length)` is taken as HF's BERT takes it (booleans,
+                True to attend, or additive floats, 0 to attend).
             token_type_ids (`torch.LongTensor` of shape `(batch_size, seq_len)`, *optional*):
                 Segment ids, 0 for sentence A and 1 for sentence B; all 0 when omitted.
             position_ids (`torch.LongTensor`, *optional*):
@@ -1046,4 +1089,18 @@ class BertForMultipleChoice(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+        )
+
+
+class BertNotACausalLM(BertPreTrainedModel):
+    """What ``AutoModelForCausalLM`` finds for :class:`BertConfig`: a clear refusal instead of
+    transformers' decoder ``BertLMHeadModel`` (which needs ``is_decoder``, a setting the paper's
+    encoder does not have). BERT's objectives are the masked LM and next-sentence prediction
+    (``AutoModelForMaskedLM``, ``AutoModelForPreTraining``)."""
+
+    def __init__(self, config: BertConfig, *args: Any, **kwargs: Any) -> None:
+        raise ValueError(
+            "paperports' BERT is the paper's bidirectional encoder: it has no causal-LM head. "
+            "Use AutoModelForMaskedLM or AutoModelForPreTraining; for transformers' decoder "
+            "variant, transformers.BertLMHeadModel with transformers.BertConfig(is_decoder=True)"
         )

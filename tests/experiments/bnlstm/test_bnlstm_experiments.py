@@ -48,21 +48,51 @@ def test_gradient_flow_is_the_norm_of_the_loss_gradient_per_step() -> None:
     from paperports.experiments.bnlstm.reproduce import _PERMUTATION, _pixel_sequences
 
     steps = 16
-    norms = gradient_flow(0.1, steps=steps)
-    assert norms.shape == (steps,) and np.all(np.isfinite(norms)) and np.all(norms > 0)
-    torch.manual_seed(0)  # the probe's own construction, to recompute its last step
     x, y = _pixel_sequences("train", _PERMUTATION)
     x, y = x[:steps, :128], y[:128]
-    cell = BNLSTMCell(1, 64, t_max=steps, gamma_init=0.1)
-    head = torch.nn.Linear(64, 10)
-    h = c = torch.zeros(x.shape[1], 64)
-    with torch.no_grad():
-        for t in range(steps):
-            h, c = cell(x[t], (h, c), t=t)
-        probs = torch.softmax(head(h), dim=-1)
-        grad = (probs - torch.nn.functional.one_hot(y, 10)) @ head.weight / len(y)
-    assert norms[-1] == pytest.approx(float(grad.norm(dim=1).mean()), rel=1e-4)
-    assert not np.allclose(norms, gradient_flow(1.0, steps=steps))  # gamma matters
+    for model in ("tanh RNN", "BN-LSTM"):
+        norms = gradient_flow(0.1, steps=steps, model=model)
+        assert norms.shape == (steps,) and np.all(np.isfinite(norms)) and np.all(norms > 0)
+        torch.manual_seed(0)  # the probe's own construction, to recompute its last step
+        h = c = torch.zeros(x.shape[1], 64)
+        with torch.no_grad():
+            if model == "BN-LSTM":
+                cell = BNLSTMCell(1, 64, t_max=steps, gamma_init=0.1)
+                head = torch.nn.Linear(64, 10)
+                for t in range(steps):
+                    h, c = cell(x[t], (h, c), t=t)
+            else:  # h_t = tanh(BN(W_h h_{t-1}) + BN(W_x x_t)), batch statistics per step
+                w_h = torch.nn.init.orthogonal_(torch.empty(64, 64))
+                w_x = torch.nn.init.xavier_uniform_(torch.empty(64, 1))
+                head = torch.nn.Linear(64, 10)
+
+                def bn(a: torch.Tensor) -> torch.Tensor:
+                    z = (a - a.mean(0)) / torch.sqrt(a.var(0, unbiased=False) + 1e-5)
+                    return 0.1 * z  # gamma 0.1; beta starts at 0
+
+                for t in range(steps):
+                    h = torch.tanh(bn(h @ w_h.T) + bn(x[t] @ w_x.T))
+            probs = torch.softmax(head(h), dim=-1)
+            grad = (probs - torch.nn.functional.one_hot(y, 10)) @ head.weight / len(y)
+        assert norms[-1] == pytest.approx(float(grad.norm(dim=1).mean()), rel=1e-4), model
+        assert not np.allclose(norms, gradient_flow(1.0, steps=steps, model=model))  # gamma
+
+
+def test_the_lstm_baseline_starts_from_the_bn_lstms_weights() -> None:
+    """The comparison isolates batch normalisation: the nn.LSTM of a seed starts from the
+    BN-LSTM's initial weights (and head) of the same seed; the reference row does not."""
+    from paperports.experiments.bnlstm.reproduce import TORCH_INIT, _make
+
+    torch.manual_seed(5)
+    bn = _make("BN-LSTM").state_dict()
+    torch.manual_seed(5)
+    lstm = _make("LSTM").state_dict()
+    torch.manual_seed(5)
+    reference = _make(TORCH_INIT).state_dict()
+    assert set(lstm) == {k for k in bn if ".bn_" not in k}
+    for key, value in lstm.items():
+        torch.testing.assert_close(value, bn[key], msg=key)
+    assert not torch.equal(reference["core.weight_hh_l0"], bn["core.weight_hh_l0"])
 
 
 def test_bench_times_a_training_step_and_an_inference_pass(
@@ -143,8 +173,7 @@ def test_quick_reproduction_writes_the_report(tmp_path: Path) -> None:
     finals = [100 * np.mean([c[-1] for c in res["curves"][f"permuted/{k}"]]) for k in KINDS]
     assert summary["permuted digits %, LSTM / BN-LSTM"]["ours"] == "{:.1f} / {:.1f}".format(*finals)
     assert set(res["curves"]) == {
-        "sequential/LSTM",
-        "sequential/BN-LSTM",
-        "permuted/LSTM",
-        "permuted/BN-LSTM",
+        f"{task}/{kind}"
+        for task in ("sequential", "permuted")
+        for kind in ("LSTM", "BN-LSTM", "LSTM (torch init)")
     }

@@ -21,7 +21,7 @@ from transformers import Trainer, TrainingArguments
 from transformers.modeling_outputs import CausalLMOutput
 
 from paperports.experiments.trainer_runs import quiet_trainer
-from paperports.integrations.torch import update_bn
+from paperports.integrations.torch import BNLSTM, update_bn
 from paperports.integrations.transformers import BnLstmConfig, BnLstmForCausalLM
 
 __all__ = ["LstmLM", "bits_per_char", "make_model", "stdlib_bytes", "train_lm"]
@@ -39,6 +39,19 @@ def stdlib_bytes() -> tuple[torch.Tensor, torch.Tensor]:
     return ids[:cut], ids[cut:]
 
 
+def lstm_initialised_as_bn_lstm(input_size: int, hidden: int, **kwargs: Any) -> nn.LSTM:
+    """An ``nn.LSTM`` with a BN-LSTM's initial weights (Xavier input weights, orthogonal
+    recurrent weights per gate, forget-gate bias 1): the parameter names are the same, so
+    the BN-LSTM's state dict, without its batch norms, loads into it. The comparison then
+    isolates batch normalisation from the initialisation."""
+    batch_first = bool(kwargs.get("batch_first", False))
+    weights = BNLSTM(input_size, hidden, t_max=1, batch_first=batch_first).state_dict()
+    with torch.random.fork_rng():  # its own draws are overwritten: leave the RNG as a
+        lstm = nn.LSTM(input_size, hidden, **kwargs)  # BN-LSTM's construction leaves it
+    lstm.load_state_dict({k: v for k, v in weights.items() if not k.startswith("bn_")})
+    return lstm
+
+
 def chunks(ids: torch.Tensor, length: int) -> torch.Tensor:
     """Non-overlapping ``(N, length)`` pieces of ``ids``."""
     n = len(ids) // length
@@ -52,7 +65,7 @@ class LstmLM(nn.Module):
     def __init__(self, embedding: int, hidden: int) -> None:
         super().__init__()
         self.embeddings = nn.Embedding(VOCAB, embedding)
-        self.lstm = nn.LSTM(embedding, hidden, batch_first=True)
+        self.lstm = lstm_initialised_as_bn_lstm(embedding, hidden, batch_first=True)
         self.lm_head = nn.Linear(hidden, VOCAB)
 
     def forward(

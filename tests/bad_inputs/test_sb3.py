@@ -14,6 +14,7 @@ import torch
 from sb3_contrib import RecurrentPPO
 
 from paperports.adapters.cartpole_swingup import CartPoleSwingUpEnv, cartpole_swingup_step
+from paperports.adapters.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
 from paperports.experiments.obsdrop.agents import AgentRun
 from paperports.experiments.obsdrop.run_cache import RunCache
 from paperports.integrations.sb3 import (
@@ -168,6 +169,19 @@ CONFIG = [
     case("WorldModelEnv sizes", lambda: WorldModelEnv(MlpWorldModel(4, 1), gym.make(SWINGUP)), "4"),
     case("swing-up harder='x'", lambda: CartPoleSwingUpEnv(harder="x"), "harder"),
     case("swing-up render_mode", lambda: CartPoleSwingUpEnv(render_mode="human"), "render_mode"),
+    case("vector swing-up num_envs=0", lambda: CartPoleSwingUpVectorEnv(0), "num_envs"),
+    case("vector swing-up harder='x'", lambda: CartPoleSwingUpVectorEnv(2, harder="x"), "harder"),
+    case(
+        "vector swing-up max_episode_steps=0",
+        lambda: CartPoleSwingUpVectorEnv(2, max_episode_steps=0),
+        "max_episode_steps",
+    ),
+    case(
+        "vector swing-up dtype int",
+        lambda: CartPoleSwingUpVectorEnv(2, dtype=torch.int64),
+        "dtype",
+        "float64",
+    ),
 ]
 
 DTYPE = [
@@ -288,6 +302,18 @@ VALUES = [
     ),
     case(
         "swing-up action inf", lambda: _stepped(CartPoleSwingUpEnv(), np.array([np.inf])), "finite"
+    ),
+    case(
+        "vector swing-up actions of another count",
+        lambda: _stepped(CartPoleSwingUpVectorEnv(3), np.zeros((2, 1))),
+        "actions",
+        "(3, 1)",
+    ),
+    case(
+        "vector swing-up actions NaN",
+        lambda: _stepped(CartPoleSwingUpVectorEnv(2), np.full((2, 1), np.nan)),
+        "actions",
+        "finite",
     ),
     case("dynamics state of three", lambda: cartpole_swingup_step(np.zeros(3), 0.0), "state"),
     case("dynamics action NaN", lambda: cartpole_swingup_step(np.zeros(4), np.nan), "action"),

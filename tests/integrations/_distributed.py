@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import socket
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
@@ -27,6 +29,19 @@ def gloo_group(rank: int, port: int, world_size: int = 2) -> Iterator[None]:
         yield
     finally:
         dist.destroy_process_group()
+
+
+def settle() -> None:
+    """Let gloo's worker threads finish before the process group can be destroyed.
+
+    When a DDP wrapper outlives ``destroy_process_group``, its reducer can hold the last
+    reference to the gloo group; the group's destructor then joins gloo's threads while
+    holding the GIL, and a thread that still has to release a finished all-reduce (which
+    needs the GIL) never ends: the worker hangs (in about half of the runs here). Call this,
+    then drop the wrapper, inside :func:`gloo_group`."""
+    dist.barrier()
+    time.sleep(0.2)  # with the GIL released, gloo's threads free their finished work
+    gc.collect()
 
 
 def free_port() -> int:

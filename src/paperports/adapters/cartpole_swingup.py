@@ -20,7 +20,9 @@ that ``gymnasium.make`` adds).
 
 Registered as ``paperports/CartPoleSwingUp-v0`` (easy reset: near hanging still at the
 centre) and ``paperports/CartPoleSwingUpHarder-v0`` (the paper's: anywhere on the track,
-fast, the pole anywhere in the lower half).
+fast, the pole anywhere in the lower half), each with a natively vectorised version in
+torch as its ``vector_entry_point``
+(:class:`~paperports.adapters.cartpole_swingup_vector.CartPoleSwingUpVectorEnv`).
 """
 
 from __future__ import annotations
@@ -231,6 +233,9 @@ def register_envs() -> None:
             gym.register(
                 id=name,
                 entry_point="paperports.adapters.cartpole_swingup:CartPoleSwingUpEnv",
+                vector_entry_point=(
+                    "paperports.adapters.cartpole_swingup_vector:CartPoleSwingUpVectorEnv"
+                ),
                 max_episode_steps=MAX_STEPS,
                 kwargs={"harder": harder},
             )

@@ -15,7 +15,7 @@ from torch_geometric.loader import DataLoader
 from paperports.adapters.babi import TASKS, BabiGraphs
 from paperports.integrations.pyg import GGNN, GGSNN
 
-from .._distributed import gloo_group, spawn
+from .._distributed import gloo_group, settle, spawn
 
 GLOBAL_BATCH, STEPS = 8, 3
 
@@ -62,6 +62,8 @@ def _worker(rank: int, port: int, kind: str, out_dir: str) -> None:
         _train(ddp, loader, model)
         if rank == 0:
             torch.save(model.state_dict(), Path(out_dir) / "weights.pt")
+        settle()
+        del ddp  # before the group goes (see settle)
 
 
 @pytest.mark.parametrize("kind", ["ggnn", "ggsnn"])

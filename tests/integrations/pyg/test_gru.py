@@ -35,7 +35,8 @@ def test_the_fused_cell_gives_autograds_values_and_gradients(bias: bool) -> None
 
 def test_each_bias_gets_a_gradient_of_its_own() -> None:
     """The two biases have one gradient in the paper's form; each must still own its
-    tensor (a shared one hung DistributedDataParallel's gradient buckets)."""
+    tensor: a shared one would be scaled twice by in-place gradient operations
+    (``clip_grad_norm_``), and DDP's buckets expect one gradient per parameter."""
     cell = PaperGRUCell(3, 4)
     cell(torch.randn(2, 3), torch.randn(2, 4)).sum().backward()
     assert cell.bias_ih.grad is not None and cell.bias_hh.grad is not None

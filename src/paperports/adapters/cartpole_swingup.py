@@ -53,6 +53,28 @@ X_THRESHOLD = 2.4
 MAX_STEPS = 1000
 
 
+def swingup_accelerations(
+    x_dot: Any, theta_dot: Any, s: Any, c: Any, force: Any
+) -> tuple[Any, Any]:
+    """The paper's equations of motion: ``(x_acc, theta_acc)`` from the velocities, the
+    sine and cosine of the angle and the force. Arithmetic alone, so the same code serves a
+    Python float, a numpy array and a torch tensor (the single, batched and vectorised
+    environments)."""
+    total = CART_MASS + POLE_MASS
+    x_acc = (
+        -2 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s
+        + 3 * POLE_MASS * GRAVITY * s * c
+        + 4 * force
+        - 4 * FRICTION * x_dot
+    ) / (4 * total - 3 * POLE_MASS * c * c)
+    theta_acc = (
+        -3 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s * c
+        + 6 * total * GRAVITY * s
+        + 6 * (force - FRICTION * x_dot) * c
+    ) / (4 * POLE_LENGTH * total - 3 * POLE_MASS * POLE_LENGTH * c * c)
+    return x_acc, theta_acc
+
+
 def cartpole_swingup_step(state: np.ndarray, action: float | np.ndarray) -> np.ndarray:
     """One explicit Euler step of the paper's dynamics: ``[x, x_dot, theta, theta_dot]``
     after applying ``action`` (clipped to ``[-1, 1]``) for ``DT`` seconds. Works on a
@@ -66,19 +88,7 @@ def cartpole_swingup_step(state: np.ndarray, action: float | np.ndarray) -> np.n
         raise ValueError("action must be finite (a force in [-1, 1]); got NaN or infinity")
     x, x_dot, theta, theta_dot = np.moveaxis(state, -1, 0)
     force = FORCE_MAG * np.clip(action, -1.0, 1.0)
-    s, c = np.sin(theta), np.cos(theta)
-    total = CART_MASS + POLE_MASS
-    x_acc = (
-        -2 * POLE_MASS * POLE_LENGTH * theta_dot**2 * s
-        + 3 * POLE_MASS * GRAVITY * s * c
-        + 4 * force
-        - 4 * FRICTION * x_dot
-    ) / (4 * total - 3 * POLE_MASS * c**2)
-    theta_acc = (
-        -3 * POLE_MASS * POLE_LENGTH * theta_dot**2 * s * c
-        + 6 * total * GRAVITY * s
-        + 6 * (force - FRICTION * x_dot) * c
-    ) / (4 * POLE_LENGTH * total - 3 * POLE_MASS * POLE_LENGTH * c**2)
+    x_acc, theta_acc = swingup_accelerations(x_dot, theta_dot, np.sin(theta), np.cos(theta), force)
     return np.stack(
         [
             x + x_dot * DT,
@@ -155,19 +165,9 @@ class CartPoleSwingUpEnv(gym.Env[np.ndarray, np.ndarray]):
         # The scalar form of cartpole_swingup_step, for speed on a single state.
         x, x_dot, theta, theta_dot = (float(v) for v in self.state)
         force = FORCE_MAG * min(max(force, -1.0), 1.0)
-        s, c = math.sin(theta), math.cos(theta)
-        total = CART_MASS + POLE_MASS
-        x_acc = (
-            -2 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s
-            + 3 * POLE_MASS * GRAVITY * s * c
-            + 4 * force
-            - 4 * FRICTION * x_dot
-        ) / (4 * total - 3 * POLE_MASS * c * c)
-        theta_acc = (
-            -3 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s * c
-            + 6 * total * GRAVITY * s
-            + 6 * (force - FRICTION * x_dot) * c
-        ) / (4 * POLE_LENGTH * total - 3 * POLE_MASS * POLE_LENGTH * c * c)
+        x_acc, theta_acc = swingup_accelerations(
+            x_dot, theta_dot, math.sin(theta), math.cos(theta), force
+        )
         x, theta = x + x_dot * DT, theta + theta_dot * DT
         x_dot, theta_dot = x_dot + x_acc * DT, theta_dot + theta_acc * DT
         self.state = np.array([x, x_dot, theta, theta_dot])

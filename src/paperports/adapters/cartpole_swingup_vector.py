@@ -32,15 +32,11 @@ from gymnasium.vector import AutoresetMode, VectorEnv  # noqa: E402
 from gymnasium.vector.utils import batch_space  # noqa: E402
 
 from paperports.adapters.cartpole_swingup import (  # noqa: E402
-    CART_MASS,
     DT,
     FORCE_MAG,
-    FRICTION,
-    GRAVITY,
     MAX_STEPS,
-    POLE_LENGTH,
-    POLE_MASS,
     X_THRESHOLD,
+    swingup_accelerations,
 )
 
 __all__ = ["CartPoleSwingUpVectorEnv", "swingup_observation", "swingup_rewards", "swingup_step"]
@@ -51,19 +47,9 @@ def swingup_step(state: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
     ``[x, x_dot, theta, theta_dot]``, ``action`` ``(...)`` forces, clipped to ``[-1, 1]``."""
     x, x_dot, theta, theta_dot = state.unbind(-1)
     force = FORCE_MAG * action.clamp(-1.0, 1.0)
-    s, c = torch.sin(theta), torch.cos(theta)
-    total = CART_MASS + POLE_MASS
-    x_acc = (
-        -2 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s
-        + 3 * POLE_MASS * GRAVITY * s * c
-        + 4 * force
-        - 4 * FRICTION * x_dot
-    ) / (4 * total - 3 * POLE_MASS * c * c)
-    theta_acc = (
-        -3 * POLE_MASS * POLE_LENGTH * theta_dot * theta_dot * s * c
-        + 6 * total * GRAVITY * s
-        + 6 * (force - FRICTION * x_dot) * c
-    ) / (4 * POLE_LENGTH * total - 3 * POLE_MASS * POLE_LENGTH * c * c)
+    x_acc, theta_acc = swingup_accelerations(
+        x_dot, theta_dot, torch.sin(theta), torch.cos(theta), force
+    )
     return torch.stack(
         [x + x_dot * DT, x_dot + x_acc * DT, theta + theta_dot * DT, theta_dot + theta_acc * DT],
         dim=-1,

@@ -195,6 +195,14 @@ class _GraphModel(nn.Module):
             batch = check_index_tensor("batch", batch, low=0, high=None, who=who)
         return x, edge_index, edge_type, batch, batch_size
 
+    def _output(self, h: Tensor, x: Tensor, batch: Tensor, num_graphs: int) -> Tensor:
+        """The output model on ``[h_v^(T), x_v]``, then the classifier of graph outputs."""
+        # output and classifier are the subclasses' (set by _output_model)
+        out: Tensor = self.output(torch.cat([h, x], dim=-1), batch, None, num_graphs)  # type: ignore[operator]
+        if self.classifier is not None:
+            out = self.classifier(out)  # type: ignore[operator]
+        return out
+
 
 class GGNN(_GraphModel):
     r"""A gated graph neural network (Li et al. 2016, section 3): node states initialised
@@ -283,10 +291,7 @@ class GGNN(_GraphModel):
         assert edge_index is not None
         batch, num_graphs = _num_graphs(x, batch, batch_size)
         h = self.propagate(x, edge_index, edge_type)
-        out: Tensor = self.output(torch.cat([h, x], dim=-1), batch, None, num_graphs)
-        if self.classifier is not None:
-            out = self.classifier(out)
-        return out
+        return self._output(h, x, batch, num_graphs)
 
     def loss(self, out: Tensor, data: Data | Batch) -> Tensor:
         """The task's loss against ``data.y``: cross-entropy per graph or per node; for node
@@ -419,10 +424,7 @@ class GGSNN(_GraphModel):
         predicted: list[Tensor] = []
         for k in range(steps):
             h = self.conv_o(x, edge_index, edge_type)
-            out: Tensor = self.output(torch.cat([h, x], dim=-1), batch, None, num_graphs)
-            if self.classifier is not None:
-                out = self.classifier(out)
-            outputs.append(out)
+            outputs.append(self._output(h, x, batch, num_graphs))
             if k == steps - 1:
                 break
             if self.conv_x is not None:

@@ -9,6 +9,7 @@ from torch.autograd.functional import jacobian
 
 from paperports.experiments.jsma.reference import dense_pair
 from paperports.integrations.foolbox.saliency import (
+    _front,
     best_features,
     best_pairs,
     forward_derivative,
@@ -78,7 +79,7 @@ def _random_case(seed: int, n_rows: int, n: int, integer: bool):  # type: ignore
 @pytest.mark.parametrize("seed", range(12))
 @pytest.mark.parametrize("chunk_size", [1, 37, 1 << 22])
 def test_pair_search_equals_dense_brute_force(seed: int, chunk_size: int) -> None:
-    n = [2, 3, 9, 40, 120, 300][seed % 6]
+    n = [2, 3, 9, 40, 120, 300, 400][seed % 7]
     a, b, domain = _random_case(seed, 7, n, integer=seed % 2 == 0)
     p, q, found = best_pairs(
         ep.astensor(a), ep.astensor(b), ep.astensor(domain), chunk_size=chunk_size
@@ -86,6 +87,53 @@ def test_pair_search_equals_dense_brute_force(seed: int, chunk_size: int) -> Non
     rp, rq, rfound = dense_pair(a, b, domain)
     assert torch.equal(found.raw, rfound)
     assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_pair_search_with_b_equal_to_minus_a_equals_dense_brute_force(seed: int) -> None:
+    """Softmax probabilities give b = -a exactly: the two largest a, ties by index."""
+    a, _, domain = _random_case(seed, 6, [2, 5, 40, 300][seed % 4], integer=seed % 2 == 0)
+    p, q, found = best_pairs(ep.astensor(a), ep.astensor(-a), ep.astensor(domain))
+    rp, rq, rfound = dense_pair(a, -a, domain)
+    assert torch.equal(found.raw, rfound)
+    assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_search_over_a_large_front_equals_dense_brute_force(seed: int) -> None:
+    """Past tie_candidates features on the front, the bound-ordered search takes over."""
+    a, b, domain = _random_case(seed, 5, 200, integer=False)
+    b = -a + 1e-3 * b  # nearly aligned: a long front
+    p, q, found = best_pairs(ep.astensor(a), ep.astensor(b), ep.astensor(domain), tie_candidates=2)
+    rp, rq, rfound = dense_pair(a, b, domain)
+    assert torch.equal(found.raw, rfound)
+    assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
+
+
+@pytest.mark.parametrize("module", ["torch", "numpy", "jax"])
+def test_the_front_holds_the_best_pair_and_is_small(module: str) -> None:
+    """The features at most one other dominates: a few dozen of 3,000 gradients, the same
+    in every framework (the running maximum is each framework's own)."""
+    a, b, domain = _random_case(5, 4, 3_000, integer=False)
+    a_, b_, d_ = a, b, domain
+    if module == "numpy":
+        a_, b_, d_ = a.numpy(), b.numpy(), domain.numpy()
+    elif module == "jax":
+        jnp = pytest.importorskip("jax").numpy
+        a_, b_, d_ = jnp.asarray(a.numpy()), jnp.asarray(b.numpy()), jnp.asarray(domain.numpy())
+    u, v = ep.astensor(a_), -ep.astensor(b_)
+    idx, member = _front(u, v, ep.astensor(d_))
+    members = torch.as_tensor(ep.where(member, idx, -1 * ep.ones_like(idx)).numpy())
+    assert 0 < (members >= 0).sum(1).max() < 60
+    rp, rq, rfound = dense_pair(a, b, domain)
+    assert rfound.all()
+    for row in range(4):
+        assert {int(rp[row]), int(rq[row])} <= set(members[row].tolist())
+    if module == "numpy":  # eagerpy's NumPy topk is not a top-k (kth = k - 1): no search there
+        return
+    p, q, _ = best_pairs(ep.astensor(a_), ep.astensor(b_), ep.astensor(d_))
+    assert torch.equal(torch.as_tensor(p.numpy()), rp)
+    assert torch.equal(torch.as_tensor(q.numpy()), rq)
 
 
 def test_pair_search_finds_pairs_away_from_the_largest_gradients() -> None:

@@ -266,6 +266,7 @@ def best_pairs(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     tie_candidates: int = 1024,
+    aligned: bool | None = None,
 ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
     r"""The paper's pair rule, exactly, without building the ``n x n`` pair matrix.
 
@@ -274,19 +275,25 @@ def best_pairs(
     to the smallest ``(min(p, q), max(p, q))``, as a row-major argmax over the dense upper
     triangle would.
 
-    How it avoids the ``n x n`` matrix: with :math:`u = a`, :math:`v = -b` and :math:`U, V`
-    their maxima over the domain, any valid pair containing ``p`` scores at most
-    :math:`(u_p + U)(v_p + V)`, the *bound* of ``p``. The search evaluates the pairs among
-    the ``M`` features of largest bound (``M`` = 64 first), in blocks of at most
-    ``chunk_size`` entries; a row is done once its best pair scores more than the
-    ``(M+1)``-th largest bound, since no pair with a feature outside can do better.
-    Otherwise ``M`` grows fourfold for the rows not done. If the two largest ``u`` (or ``v``)
-    in a row sum to at most 0, no pair is valid and the row is not searched at all.
+    How it avoids the ``n x n`` matrix. Write :math:`u = a`, :math:`v = -b`; a pair scores
+    :math:`(u_p + u_q)(v_p + v_q)`, increasing in every coordinate where it is valid. So if
+    two features other than ``q`` both *dominate* ``p`` (:math:`u_j \geq u_p`,
+    :math:`v_j \geq v_p`, one strictly), one of them pairs with ``q`` strictly better than
+    ``p`` does: a best pair consists of features dominated by at most one other, the first
+    two layers of the points' Pareto front. For gradients these are a few dozen of the
+    ``n`` features. One sort by ``u`` and two running maxima find them (a feature is
+    dropped when two features ahead of it in the sort have a larger ``v``), and the search
+    evaluates every pair among them, in blocks of at most ``chunk_size`` entries.
 
-    The result is the dense search's, with one documented exception: when more than
-    ``tie_candidates`` features tie exactly at the bound that ends the search (as on models
-    whose features are interchangeable), the pair has the best score but the tie is broken
-    among the ``tie_candidates`` features that ``topk`` returns, not by the smallest index.
+    Where ``b = -a`` exactly (softmax probabilities), the score is :math:`\alpha^2` and the
+    pair is the two largest ``a``, found without a sort. Where many features are exact
+    copies of each other (interchangeable features, as in a model that averages its
+    inputs) the front is large; then the search evaluates the front's features in order of
+    the bound :math:`(u_p + U)(v_p + V)` (with :math:`U, V` the maxima), growing fourfold
+    from 64 until the best pair beats the next bound. More than ``tie_candidates`` features
+    tied exactly at that bound are the one documented exception: the pair has the best
+    score, but the tie is broken among the ``tie_candidates`` features ``topk`` returns,
+    not by the smallest index.
 
     Args:
         a, b: :math:`a` and :math:`b` of shape ``(N, n)``, already multiplied by the sign of
@@ -294,6 +301,7 @@ def best_pairs(
         domain: Boolean ``(N, n)``, the features that may still change.
         chunk_size: The most pair-matrix entries evaluated at once.
         tie_candidates: See above.
+        aligned: Whether ``b = -a`` exactly; ``None`` checks.
 
     Returns:
         ``(p, q, found)``, each ``(N,)``; where ``found`` is false no pair satisfies the rule.
@@ -305,7 +313,11 @@ def best_pairs(
     zero_key = ep.zeros(a, (n_rows,)).astype(int)
     score = ep.full(a, (n_rows,), -ep.inf)
     key = ep.full(zero_key, (n_rows,), n * n)
-    if n >= 2:
+    if aligned is None:
+        aligned = bool((a == -b).all().item())
+    if n >= 2 and aligned:  # probabilities: v = u, the two largest
+        score, key = _best_aligned_pair(a, domain)
+    elif n >= 2:
         neg_inf = ep.full_like(a, -ep.inf)
         u = ep.where(domain, a, ep.zeros_like(a))
         v = ep.where(domain, -b, ep.zeros_like(b))
@@ -315,27 +327,144 @@ def best_pairs(
         possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
         bu, bv = u + top_u[:, :1], v + top_v[:, :1]
         can_pair = ep.logical_and(domain, ep.logical_and(bu > 0, bv > 0))
-        bound = ep.where(can_pair, bu * bv, neg_inf)
-
         rows = ep.arange(zero_key, n_rows)[possible]
-        m = min(n, 64)
-        while len(rows):
-            bounds, cand = bound[rows].topk(min(n, m + 1))
-            s, k = _best_among(u[rows], v[rows], can_pair[rows], cand[:, :m], chunk_size)
-            score = set_rows(score, rows, s)
-            key = set_rows(key, rows, k)
-            if m >= n:
-                break
-            nxt = bounds[:, m]
-            done = ep.logical_or(s > nxt, nxt == -ep.inf)
-            if m >= tie_candidates:
-                done = ep.logical_or(done, s == nxt)
-            rows = rows[ep.logical_not(done)]
-            m = min(n, 4 * m)
+        if len(rows):
+            u, v, can_pair = take_rows(u, rows), take_rows(v, rows), take_rows(can_pair, rows)
+            idx, member = _front(u, v, can_pair)
+            if idx.shape[1] <= tie_candidates:  # every pair among the front, at once
+                s, k = _best_among(u, v, member, idx, chunk_size, take_ok=False)
+            else:  # many exact copies: the bound-ordered search
+                bound = ep.where(can_pair, take_rows(bu * bv, rows), neg_inf[: len(rows)])
+                s, k = _bound_search(u, v, can_pair, bound, chunk_size, tie_candidates)
+            score, key = set_rows(score, rows, s), set_rows(key, rows, k)
     found = score > -ep.inf
     key = ep.where(found, key, zero_key)
     p = key // n
     return p, key - p * n, found
+
+
+def _front(u: ep.Tensor, v: ep.Tensor, ok: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    """The features (among ``ok``) that at most one other dominates: ``(idx, member)``,
+    each ``(N, m)``, the features' indices and whether each is one (``m`` is the largest
+    count over the rows; the rest pads).
+
+    A feature is dropped when two features with ``u`` at least as large have a strictly
+    larger ``v``; ties in ``u`` may keep a few more than the exact front, never fewer.
+    First a cheap filter: a feature whose ``u`` is below the 64 largest and whose ``v``
+    is below the second largest ``v`` among those 64 is dominated twice (and the same
+    with ``u`` and ``v`` swapped). Then the survivors are sorted by ``u``, and a feature is
+    dropped when the second largest ``v`` ahead of it exceeds its own."""
+    n = u.shape[1]
+    neg_inf = ep.full_like(u, -ep.inf)
+    mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
+    keep = ok
+    if n > 256:
+        for lead, other in ((mu, mv), (mv, mu)):
+            values, top = lead.topk(64)
+            second = other.take_along_axis(top, axis=-1).topk(2)[0][:, 1:]
+            twice = ep.logical_and(lead < values[:, -1:], other < second)
+            keep = ep.logical_and(keep, ep.logical_not(twice))
+    idx, keep = _compact(ep.arange(keep, n)[None, :] + ep.zeros_like(keep).astype(int), keep)
+    su, sv = mu.take_along_axis(idx, axis=-1), mv.take_along_axis(idx, axis=-1)
+    su, sv = ep.where(keep, su, neg_inf[:, :1]), ep.where(keep, sv, neg_inf[:, :1])
+    order = (-su).argsort(axis=-1)  # decreasing u; -(-inf): the padding goes last
+    idx, sv = idx.take_along_axis(order, axis=-1), sv.take_along_axis(order, axis=-1)
+    keep = keep.take_along_axis(order, axis=-1)
+    pad = neg_inf[:, :1]
+    first = _cummax(sv)  # running maximum, including the feature itself
+    before = ep.concatenate([pad, first[:, :-1]], axis=-1)
+    # running second largest: each feature raises it to min(the maximum before it, itself)
+    second = _cummax(ep.minimum(before, sv))
+    second_before = ep.concatenate([pad, second[:, :-1]], axis=-1)
+    return _compact(idx, ep.logical_and(keep, ep.logical_not(second_before > sv)))
+
+
+def _compact(idx: ep.Tensor, keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    """The entries of ``idx`` (``(N, m)``) where ``keep``, first in each row, cut to the
+    largest count over the rows: ``(idx, keep)``."""
+    m = idx.shape[1]
+    size = max(1, int(keep.astype(int).sum(axis=-1).max().item()))
+    if size == m:
+        return idx, keep
+    position = ep.arange(idx, m)[None, :]
+    first = ep.where(keep, -position, ep.full_like(position, -m)).topk(size)[1]
+    return idx.take_along_axis(first, axis=-1), keep.take_along_axis(first, axis=-1)
+
+
+def _best_aligned_pair(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    """``b = -a``: the score is :math:`(a_p + a_q)^2`, so the best pair is the two largest
+    ``a`` in the domain (if they sum to more than 0); among ties, the smallest indices.
+    Returns ``(score, key)``."""
+    n = a.shape[1]
+    masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
+    top, top_idx = masked.topk(2)
+    if bool(((masked >= top[:, 1:]).astype(int).sum(axis=-1) == 2).all().item()):
+        p, q = top_idx[:, 0], top_idx[:, 1]  # no ties: the two largest are the pair
+    else:
+        cols = ep.arange(a, n)[None, :].astype(int)
+        none = ep.full_like(cols, n)
+        p = ep.where(masked == top[:, :1], cols, none).min(axis=-1)
+        later = ep.logical_and(masked == top[:, 1:], cols != p[:, None])
+        q = ep.where(later, cols, none).min(axis=-1)
+    alpha = top.sum(axis=-1)
+    valid = ep.logical_and(alpha > 0, top[:, 1] > -ep.inf)
+    score = ep.where(valid, alpha * alpha, ep.full_like(alpha, -ep.inf))
+    return score, ep.minimum(p, q) * n + ep.maximum(p, q)
+
+
+def _bound_search(
+    u: ep.Tensor,
+    v: ep.Tensor,
+    ok: ep.Tensor,
+    bound: ep.Tensor,
+    chunk_size: int,
+    tie_candidates: int,
+) -> tuple[ep.Tensor, ep.Tensor]:
+    """Pairs among the ``M`` features of largest ``bound``, ``M`` growing fourfold from 64
+    until a row's best pair beats the next bound (see :func:`best_pairs`)."""
+    n_rows, n = u.shape
+    score = ep.full(u, (n_rows,), -ep.inf)
+    key = ep.full(ep.zeros(u, (n_rows,)).astype(int), (n_rows,), n * n)
+    rows = ep.arange(key, n_rows)
+    m = min(n, 64)
+    while len(rows):
+        bounds, cand = take_rows(bound, rows).topk(min(n, m + 1))
+        u_, v_, ok_ = take_rows(u, rows), take_rows(v, rows), take_rows(ok, rows)
+        s, k = _best_among(u_, v_, ok_, cand[:, :m], chunk_size)
+        score, key = set_rows(score, rows, s), set_rows(key, rows, k)
+        if m >= n:
+            break
+        nxt = bounds[:, m]
+        done = ep.logical_or(s > nxt, nxt == -ep.inf)
+        if m >= tie_candidates:
+            done = ep.logical_or(done, s == nxt)
+        rows = rows[ep.logical_not(done)]
+        m = min(n, 4 * m)
+    return score, key
+
+
+def _cummax(x: ep.Tensor) -> ep.Tensor:
+    """The running maximum along the last axis, in the tensor's own framework."""
+    raw = x.raw
+    module = type(raw).__module__
+    if module.startswith("torch"):
+        import torch
+
+        return ep.astensor(torch.cummax(raw, dim=-1).values)
+    if module.startswith("numpy"):
+        import numpy as np
+
+        return ep.astensor(np.maximum.accumulate(raw, axis=-1))
+    if module.startswith(("jax", "jaxlib")):
+        import jax
+
+        return ep.astensor(jax.lax.cummax(raw, axis=raw.ndim - 1))
+    shift, out = 1, x  # any other framework: a log-step scan
+    while shift < x.shape[-1]:
+        pad = ep.full_like(out[:, :shift], -ep.inf)
+        out = ep.maximum(out, ep.concatenate([pad, out[:, :-shift]], axis=-1))
+        shift *= 2
+    return out
 
 
 def _check_search_inputs(a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> None:
@@ -351,10 +480,14 @@ def _check_search_inputs(a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor) -> None:
 def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
     """``full`` with ``full[rows] = values``, in operations every eagerpy backend has.
 
-    (``ep.index_update`` calls ``jax.ops.index_update``, which current JAX no longer has.)
+    ``rows`` are distinct and increasing (a boolean selection of ``arange``), so all of
+    them means every row, in order. (``ep.index_update`` calls ``jax.ops.index_update``,
+    which current JAX no longer has.)
     """
     if len(rows) == 0:
         return full
+    if len(rows) == len(full):
+        return values
     hits = ep.arange(rows, len(full))[:, None] == rows[None, :]  # (N, R)
     has = hits.any(axis=-1)
     source = hits.astype(int).argmax(axis=-1)  # the entry of `rows` that names each row
@@ -362,15 +495,28 @@ def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
     return ep.where(mask, values[source], full)
 
 
+def take_rows(full: ep.Tensor, rows: ep.Tensor) -> ep.Tensor:
+    """``full[rows]`` for distinct, increasing ``rows``, without a copy when they are all
+    of them."""
+    return full if len(rows) == len(full) else full[rows]
+
+
 def _best_among(
-    u: ep.Tensor, v: ep.Tensor, ok: ep.Tensor, idx: ep.Tensor, chunk_size: int
+    u: ep.Tensor,
+    v: ep.Tensor,
+    ok: ep.Tensor,
+    idx: ep.Tensor,
+    chunk_size: int,
+    *,
+    take_ok: bool = True,
 ) -> tuple[ep.Tensor, ep.Tensor]:
-    """Best valid pair among the features ``idx`` ``(N, m)``: (score, key = p * n + q)."""
+    """Best valid pair among the features ``idx`` ``(N, m)``: (score, key = p * n + q).
+    ``ok`` masks the features, ``(N, n)``, or with ``take_ok=False`` the entries of ``idx``."""
     n_rows, n = u.shape
     m = idx.shape[-1]
     uu = u.take_along_axis(idx, axis=-1)
     vv = v.take_along_axis(idx, axis=-1)
-    okk = ok.take_along_axis(idx, axis=-1)
+    okk = ok.take_along_axis(idx, axis=-1) if take_ok else ok
     best = ep.full(u, (n_rows,), -ep.inf)
     best_key = ep.full(idx, (n_rows,), n * n)
     rows = max(1, chunk_size // max(1, n_rows * m))

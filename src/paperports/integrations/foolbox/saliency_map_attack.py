@@ -32,6 +32,7 @@ from paperports.integrations.foolbox.saliency import (
     class_scores,
     outputs_and_gradients,
     set_rows,
+    take_rows,
 )
 
 __all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack"]
@@ -280,8 +281,8 @@ class SaliencyMapAttack(MinimizationAttack):
             idx = all_rows[active]
             if len(idx) == 0:
                 break
-            xa = x[idx]
-            cls = classes[idx]
+            xa = take_rows(x, idx)
+            cls = take_rows(classes, idx)
             choose = _fixed(cls) if mode == "targeted" else _runner_up_of(cls)
             # one pass gives the outputs (to stop) and the forward derivative (to step)
             z, _, a, b = outputs_and_gradients(
@@ -289,11 +290,11 @@ class SaliencyMapAttack(MinimizationAttack):
             )
             pred = z.argmax(axis=-1)
             done = pred == cls if mode == "targeted" else pred != cls
-            used = changed[idx].astype(int).sum(axis=-1)
+            used = take_rows(changed, idx).astype(int).sum(axis=-1)
             not_done = ep.logical_not(done)
             for k, threshold in enumerate(thresholds):  # a run with this budget stops here
                 stops = ep.logical_and(not_done, used + per_step > threshold)
-                stops = ep.logical_and(stops, ep.logical_not(frozen[k][idx]))
+                stops = ep.logical_and(stops, ep.logical_not(take_rows(frozen[k], idx)))
                 if bool(stops.any().item()):
                     stopped = idx[stops]
                     snapshots[k] = set_rows(snapshots[k], stopped, x[stopped])
@@ -302,25 +303,28 @@ class SaliencyMapAttack(MinimizationAttack):
             go = ep.logical_and(not_done, room)
             # search only the rows that will step: a finished row's search is wasted work
             sel = ep.arange(x, len(idx))[go]
-            rows = idx[sel]
+            rows = take_rows(idx, sel)
             active = set_rows(active, idx, go)
             if len(rows) == 0:
                 break
-            picks, moved, used_fallback = self._pick(
-                sign * a[sel].flatten(start=1), sign * b[sel].flatten(start=1), domain[rows]
+            a_sel, b_sel = take_rows(a, sel).flatten(start=1), take_rows(b, sel).flatten(start=1)
+            if sign < 0:
+                a_sel, b_sel = -a_sel, -b_sel
+            picks, moved, used_fallback = self._pick(a_sel, b_sel, take_rows(domain, rows))
+            steps = set_rows(steps, rows, take_rows(steps, rows) + moved.astype(int))
+            fallbacks = set_rows(
+                fallbacks, rows, take_rows(fallbacks, rows) + used_fallback.astype(int)
             )
-            steps = set_rows(steps, rows, steps[rows] + moved.astype(int))
-            fallbacks = set_rows(fallbacks, rows, fallbacks[rows] + used_fallback.astype(int))
             # inputs that succeeded, ran out of budget or found no feature to move stop here
             active = set_rows(active, rows, moved)
-            xr = xa[sel]
+            xr = take_rows(xa, sel)
             step = ep.where(moved[:, None], picks, ep.zeros_like(picks)).astype(x.dtype)
             xr_new = ep.clip(xr + delta * step, min_, max_)
             x = set_rows(x, rows, xr_new)
             reached = xr_new >= max_ if sign > 0 else xr_new <= min_
             not_reached = ep.logical_not(reached)
-            domain = set_rows(domain, rows, ep.logical_and(domain[rows], not_reached))
-            newly = ep.logical_or(changed[rows], xr_new != x0f[rows])
+            domain = set_rows(domain, rows, ep.logical_and(take_rows(domain, rows), not_reached))
+            newly = ep.logical_or(take_rows(changed, rows), xr_new != take_rows(x0f, rows))
             changed = set_rows(changed, rows, newly)
         # rows a smaller budget never stopped ended as the longest run did
         final = [ep.where(f[:, None], snap, x) for f, snap in zip(frozen, snapshots, strict=True)]
@@ -337,12 +341,15 @@ class SaliencyMapAttack(MinimizationAttack):
         n = a.shape[1]
         cols = ep.arange(a, n)[None, :]
         if self.pairwise:
-            p, q, found = best_pairs(a, b, domain, chunk_size=self.chunk_size)
-            # fallback: the pair with the largest alpha > 0 (the two largest a in the domain)
-            top, top_idx = ep.where(domain, a, ep.full_like(a, -ep.inf)).topk(min(2, n))
-            fallback_ok = (top.sum(axis=-1) > 0) if n >= 2 else ep.zeros(found, found.shape)
-            p = ep.where(found, p, top_idx[:, 0])
-            q = ep.where(found, q, top_idx[:, -1])
+            aligned = self.outputs == "probabilities"  # b = -a exactly
+            p, q, found = best_pairs(a, b, domain, chunk_size=self.chunk_size, aligned=aligned)
+            if bool(found.all().item()) or n < 2:
+                fallback_ok = ep.zeros(found, found.shape).bool()
+            else:  # the pair with the largest alpha > 0 (the two largest a in the domain)
+                top, top_idx = ep.where(domain, a, ep.full_like(a, -ep.inf)).topk(2)
+                fallback_ok = top.sum(axis=-1) > 0
+                p = ep.where(found, p, top_idx[:, 0])
+                q = ep.where(found, q, top_idx[:, -1])
             picks = ep.logical_or(cols == p[:, None], cols == q[:, None])
         else:
             p, found = best_features(a, b, domain)

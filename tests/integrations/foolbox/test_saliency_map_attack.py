@@ -335,3 +335,96 @@ def test_an_empty_batch_gives_empty_results(digits8) -> None:  # type: ignore[no
     model, x, y = digits8
     raw, _, success = SaliencyMapAttack()(fmodel(model), x[:0], Targeted(y[:0]), epsilons=None)
     assert raw.shape == x[:0].shape and success.shape == (0,)
+
+
+class _Counting(nn.Module):
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner, self.calls = inner, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        return self.inner(x)  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+@pytest.mark.parametrize("k", [2, 3, 5])
+def test_pairs_per_step_takes_the_papers_next_k_pairs_of_one_derivative(
+    k: int, outputs: str
+) -> None:
+    """A linear model's logits have one derivative everywhere, so k pairs per derivative
+    are the paper's pairs; success is checked once per derivative, so an input runs on to
+    the next multiple of k (within the budget), and the model runs about k times less."""
+    torch.manual_seed(1)
+    linear = nn.Sequential(nn.Flatten(), nn.Linear(36, 4)).double().eval()
+    x = torch.rand(12, 1, 6, 6, dtype=torch.float64) * 0.9
+    t = Targeted((linear(x).argmax(1) + 1) % 4)
+    paper = SaliencyMapAttack(outputs="logits", max_perturbation=0.6)
+    counted = _Counting(linear)
+    many = SaliencyMapAttack(outputs="logits", max_perturbation=0.6, pairs_per_step=k)
+    adv_p, _, ok_p = paper(fmodel(linear), x, t, epsilons=None)
+    adv_k, _, ok_k = many(fmodel(counted), x, t, epsilons=None)
+    assert paper.last_statistics is not None and many.last_statistics is not None
+    s_p, s_k = paper.last_statistics.steps, many.last_statistics.steps
+    cap = paper.max_steps(36)
+    expected = [
+        min(cap, -(-s // k) * k) if ok else s for s, ok in zip(s_p, ok_p.tolist(), strict=True)
+    ]
+    assert s_k.tolist() == expected and ok_p.any()
+    assert torch.equal(ok_k, ok_p)
+    assert ((adv_k != x) | (adv_p == x)).all()  # every feature the paper changed, and more
+    # the first look at the classes, a derivative per k pairs and one that finds the
+    # inputs done, and foolbox's final check
+    assert counted.calls <= 1 + (max(s_k) // k + 1) + 1
+    if outputs == "probabilities":  # the largest-a path: its own derivative, still k pairs
+        prob = SaliencyMapAttack(outputs="probabilities", max_perturbation=0.6)
+        prob_k = SaliencyMapAttack(outputs="probabilities", max_perturbation=0.6, pairs_per_step=k)
+        _, _, ok1 = prob(fmodel(linear), x, t, epsilons=None)
+        _, _, okk = prob_k(fmodel(linear), x, t, epsilons=None)
+        assert prob_k.last_statistics is not None
+        assert okk.sum() >= ok1.sum() - 1
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+def test_pairs_per_step_judges_each_epsilon_as_its_own_run(digits8, outputs: str) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = Targeted(other_targets(y[:16], seed=4))
+    attack = SaliencyMapAttack(max_perturbation=0.5, pairs_per_step=4, outputs=outputs)  # type: ignore[arg-type]
+    fm = fmodel(model)
+    _, clipped, succ = attack(fm, x[:16], t, epsilons=[3, 7, 12, None])
+    for k, eps in enumerate([3, 7, 12]):
+        _, alone, alone_succ = attack(fm, x[:16], t, epsilons=eps)
+        assert torch.equal(clipped[k], alone) and torch.equal(succ[k], alone_succ)
+        assert _l0(x[:16], clipped[k]).max() <= eps
+    assert succ[2].sum() > succ[0].sum()
+
+
+def test_pairs_per_step_one_is_the_papers_attack(digits8) -> None:  # type: ignore[no-untyped-def]
+    model, x, y = digits8
+    t = Targeted(other_targets(y[:10]))
+    a = SaliencyMapAttack()(fmodel(model), x[:10], t, epsilons=None)
+    b = SaliencyMapAttack(pairs_per_step=1)(fmodel(model), x[:10], t, epsilons=None)
+    assert torch.equal(a[0], b[0]) and torch.equal(a[2], b[2])
+
+
+def test_pairs_per_step_changes_the_largest_a_two_by_two_on_foolboxs_mean_model() -> None:
+    """With probabilities (or where only the fallback applies), the pairs of a step are the
+    largest a two by two: one top-k per derivative."""
+    torch.manual_seed(0)
+    x = torch.rand(3, 3, 8, 8, dtype=torch.float64) * 0.8
+    fm = fmodel(MeanModel())
+    y = MeanModel()(x).argmax(1)
+    for outputs in ("probabilities", "logits"):
+        one = SaliencyMapAttack(outputs=outputs, max_perturbation=0.5)  # type: ignore[arg-type]
+        many = SaliencyMapAttack(outputs=outputs, max_perturbation=0.5, pairs_per_step=6)  # type: ignore[arg-type]
+        _, adv1, ok1 = one(fm, x, y, epsilons=None)
+        _, advk, okk = many(fm, x, y, epsilons=None)
+        assert torch.equal(ok1, okk) and ok1.all()
+        assert many.last_statistics is not None and one.last_statistics is not None
+        s1, sk = one.last_statistics.steps, many.last_statistics.steps
+        assert ((sk >= s1) & (sk < s1 + 6)).all()
+        # the same channel, raised to the bound: the runner-up's
+        d1, dk = (adv1 != x).flatten(2).sum(2), (advk != x).flatten(2).sum(2)
+        assert torch.equal(d1 > 0, dk > 0)
+        if outputs == "logits":
+            assert (many.last_statistics.fallback_steps == sk).all()

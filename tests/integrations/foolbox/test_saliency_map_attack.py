@@ -161,27 +161,37 @@ def test_ambiguous_or_impossible_epsilons_are_refused(  # type: ignore[no-untype
         SaliencyMapAttack()(fmodel(model), x[:2], Targeted(other_targets(y[:2])), epsilons=epsilons)
 
 
-def test_results_have_the_layout_of_foolboxs_own_attacks(digits8) -> None:  # type: ignore[no-untyped-def]
-    """foolbox's L0 Brendel-Bethge attack needs numba, which is not installed; its
-    layout is MinimizationAttack.__call__'s, which _NoInit runs (it never perturbs, so
-    foolbox can clip to any epsilon); PointwiseAttack is foolbox's own L0 attack."""
+def _same_layout(ours: object, theirs: object) -> None:
+    for a, b in zip(ours, theirs, strict=True):  # type: ignore[call-overload]
+        assert type(a) is type(b)
+        if isinstance(a, list):
+            assert [e.shape for e in a] == [e.shape for e in b]
+        else:
+            assert a.shape == b.shape and a.dtype == b.dtype
+
+
+def test_results_have_the_layout_of_foolboxs_own_l0_attack(digits8) -> None:  # type: ignore[no-untyped-def]
+    """foolbox's L0 Brendel-Bethge attack on the same call gives the same layout; for
+    finite epsilons it raises (foolbox cannot reduce an L0 perturbation), where ours
+    judges each epsilon as a run with that budget, in the layout MinimizationAttack gives
+    (which _NoInit, never perturbing, lets foolbox build for any epsilon)."""
+    pytest.importorskip("numba")  # foolbox's Brendel-Bethge attacks need it (the test extra)
     model, x, y = digits8
-    x, t = x[:3], Targeted(other_targets(y[:3]))
+    x, labels = x[:3], fb.criteria.Misclassification(y[:3])
     fm = fmodel(model)
-    for epsilons in ([2, 8, None], [5], 8, None):
-        ours = SaliencyMapAttack(steps=3)(fm, x, t, epsilons=epsilons)
-        theirs = _NoInit()(fm, x, t, epsilons=epsilons)
-        for a, b in zip(ours, theirs, strict=True):
-            assert type(a) is type(b)
-            if isinstance(a, list):
-                assert [e.shape for e in a] == [e.shape for e in b]
-            else:
-                assert a.shape == b.shape and a.dtype == b.dtype
-    pointwise = fb.attacks.PointwiseAttack()
-    theirs = pointwise(fm, x, fb.criteria.Misclassification(y[:3]), epsilons=[None])
-    ours = SaliencyMapAttack(steps=3)(fm, x, fb.criteria.Misclassification(y[:3]), epsilons=[None])
-    assert [e.shape for e in ours[1]] == [e.shape for e in theirs[1]]
-    assert ours[2].shape == theirs[2].shape
+    bethge = fb.attacks.L0BrendelBethgeAttack(steps=1)
+    for epsilons in (None, [None], [None, None]):
+        ours = SaliencyMapAttack(steps=3)(fm, x, labels, epsilons=epsilons)
+        _same_layout(ours, bethge(fm, x, labels, epsilons=epsilons))
+    for epsilons in ([2, 8, None], [5], 8):
+        with pytest.raises(NotImplementedError, match="reducing L0 norms"):
+            bethge(fm, x, labels, epsilons=epsilons)
+        ours = SaliencyMapAttack(steps=3)(fm, x, labels, epsilons=epsilons)
+        _same_layout(ours, _NoInit()(fm, x, labels, epsilons=epsilons))
+    pointwise = fb.attacks.PointwiseAttack()  # foolbox's other L0 attack
+    theirs = pointwise(fm, x, labels, epsilons=[None])
+    ours = SaliencyMapAttack(steps=3)(fm, x, labels, epsilons=[None])
+    _same_layout(ours, theirs)
 
 
 class _NoInit(fb.attacks.base.MinimizationAttack):

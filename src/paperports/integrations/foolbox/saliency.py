@@ -319,18 +319,28 @@ def best_pairs(
         score, key = _best_aligned_pair(a, domain)
     elif n >= 2:
         neg_inf = ep.full_like(a, -ep.inf)
-        u = ep.where(domain, a, ep.zeros_like(a))
-        v = ep.where(domain, -b, ep.zeros_like(b))
-        top_u = ep.where(domain, u, neg_inf).topk(2)[0]
-        top_v = ep.where(domain, v, neg_inf).topk(2)[0]
+        mu, mv = ep.where(domain, a, neg_inf), ep.where(domain, -b, neg_inf)
+        lead_u, lead_v = mu.topk(min(n, 64)), mv.topk(min(n, 64))  # (values, indices)
+        top_u, top_v = lead_u[0][:, :2], lead_v[0][:, :2]
         # no two features reach alpha > 0 (or beta < 0): provably no valid pair in the row
         possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
+        u = ep.where(domain, a, ep.zeros_like(a))
+        v = ep.where(domain, -b, ep.zeros_like(b))
         bu, bv = u + top_u[:, :1], v + top_v[:, :1]
         can_pair = ep.logical_and(domain, ep.logical_and(bu > 0, bv > 0))
         rows = ep.arange(zero_key, n_rows)[possible]
         if len(rows):
             u, v, can_pair = take_rows(u, rows), take_rows(v, rows), take_rows(can_pair, rows)
-            idx, member = _front(u, v, can_pair)
+            leads = [
+                (
+                    take_rows(m1, rows),
+                    take_rows(m2, rows),
+                    take_rows(values, rows),
+                    take_rows(at, rows),
+                )
+                for m1, m2, (values, at) in ((mu, mv, lead_u), (mv, mu, lead_v))
+            ]
+            idx, member = _front(u, v, can_pair, leads)
             if idx.shape[1] <= tie_candidates:  # every pair among the front, at once
                 s, k = _best_among(u, v, member, idx, chunk_size, take_ok=False)
             else:  # many exact copies: the bound-ordered search
@@ -343,7 +353,12 @@ def best_pairs(
     return p, key - p * n, found
 
 
-def _front(u: ep.Tensor, v: ep.Tensor, ok: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+def _front(
+    u: ep.Tensor,
+    v: ep.Tensor,
+    ok: ep.Tensor,
+    leads: list[tuple[ep.Tensor, ep.Tensor, ep.Tensor, ep.Tensor]] | None = None,
+) -> tuple[ep.Tensor, ep.Tensor]:
     """The features (among ``ok``) that at most one other dominates: ``(idx, member)``,
     each ``(N, m)``, the features' indices and whether each is one (``m`` is the largest
     count over the rows; the rest pads).
@@ -353,14 +368,19 @@ def _front(u: ep.Tensor, v: ep.Tensor, ok: ep.Tensor) -> tuple[ep.Tensor, ep.Ten
     First a cheap filter: a feature whose ``u`` is below the 64 largest and whose ``v``
     is below the second largest ``v`` among those 64 is dominated twice (and the same
     with ``u`` and ``v`` swapped). Then the survivors are sorted by ``u``, and a feature is
-    dropped when the second largest ``v`` ahead of it exceeds its own."""
+    dropped when the second largest ``v`` ahead of it exceeds its own.
+
+    ``leads``: for the filter, ``(lead, other, values, indices)`` for ``u`` and for ``v``:
+    both masked to ``-inf`` outside a set of features containing ``ok`` (any feature of
+    the domain may dominate), and ``lead``'s 64 largest values and their indices."""
     n = u.shape[1]
     neg_inf = ep.full_like(u, -ep.inf)
     mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
     keep = ok
     if n > 256:
-        for lead, other in ((mu, mv), (mv, mu)):
-            values, top = lead.topk(64)
+        if leads is None:
+            leads = [(m1, m2, *m1.topk(64)) for m1, m2 in ((mu, mv), (mv, mu))]
+        for lead, other, values, top in leads:
             second = other.take_along_axis(top, axis=-1).topk(2)[0][:, 1:]
             twice = ep.logical_and(lead < values[:, -1:], other < second)
             keep = ep.logical_and(keep, ep.logical_not(twice))

@@ -438,3 +438,82 @@ def test_pairs_per_step_changes_the_largest_a_two_by_two_on_foolboxs_mean_model(
         assert torch.equal(d1 > 0, dk > 0)
         if outputs == "logits":
             assert (many.last_statistics.fallback_steps == sk).all()
+
+
+class _Colour(nn.Module):
+    """A small CNN on 3-channel images."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(3)
+        self.net = nn.Sequential(
+            nn.Conv2d(3, 4, 3), nn.Tanh(), nn.Flatten(), nn.Linear(4 * 4 * 4, 5)
+        ).double()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)  # type: ignore[no-any-return]
+
+
+class _Grey(nn.Module):
+    """The colour model on grey images: the one channel repeated on all three."""
+
+    def __init__(self, colour: nn.Module) -> None:
+        super().__init__()
+        self.colour = colour
+
+    def forward(self, y: torch.Tensor) -> torch.Tensor:
+        return self.colour(y.expand(-1, 3, -1, -1))  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+@pytest.mark.parametrize("pairs_per_step", [1, 3])
+def test_per_pixel_is_the_attack_on_pixels(outputs: str, pairs_per_step: int) -> None:
+    """On a grey image in a colour model, a pixel's a and b are the sums over its channels,
+    exactly the attack on the grey image through a model that repeats it on three channels;
+    every channel of a chosen pixel changes, and the L0 counts features (3 per pixel)."""
+    colour = _Colour().eval()
+    y = torch.rand(6, 1, 6, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    x = y.expand(-1, 3, -1, -1).clone()
+    with torch.no_grad():
+        target = Targeted(colour(x).argsort(1)[:, -2])  # the runner-up
+    kwargs = dict(outputs=outputs, max_perturbation=0.6, pairs_per_step=pairs_per_step)
+    pixel = SaliencyMapAttack(per_pixel=True, **kwargs)  # type: ignore[arg-type]
+    grey = SaliencyMapAttack(**kwargs)  # type: ignore[arg-type]
+    adv_c, _, ok_c = pixel(fmodel(colour), x, target, epsilons=None)
+    adv_g, _, ok_g = grey(fmodel(_Grey(colour).eval()), y, target, epsilons=None)
+    assert torch.equal(ok_c, ok_g) and ok_c.any()
+    assert torch.equal(adv_c, adv_g.expand(-1, 3, -1, -1))
+    assert pixel.last_statistics is not None and grey.last_statistics is not None
+    assert (pixel.last_statistics.steps == grey.last_statistics.steps).all()
+    assert torch.equal(_l0(x, adv_c), 3 * _l0(y, adv_g))
+    # each epsilon, in features, is a run with that budget
+    _, clipped, succ = pixel(fmodel(colour), x, target, epsilons=[6, 12, None])
+    for k, eps in enumerate([6, 12]):
+        _, alone, alone_succ = pixel(fmodel(colour), x, target, epsilons=eps)
+        assert torch.equal(clipped[k], alone) and torch.equal(succ[k], alone_succ)
+        assert _l0(x, clipped[k]).max() <= eps
+
+
+def test_per_pixel_reads_the_channel_axis_from_the_data_format() -> None:
+    import eagerpy as ep
+
+    from paperports.integrations.foolbox.saliency_map_attack import _features, _pixels
+
+    x = torch.arange(2 * 3 * 4).reshape(2, 3, 4)  # channels first: (N, C, P)
+    first = _pixels(ep.astensor(x.reshape(2, -1)), 3, last=False).raw
+    assert torch.equal(first, x.sum(1))
+    last = _pixels(ep.astensor(x.transpose(1, 2).reshape(2, -1)), 3, last=True).raw
+    assert torch.equal(last, x.sum(1))
+    back = _features(ep.astensor(first), 3, last=False).raw.reshape(2, 3, 4)
+    assert torch.equal(back, first[:, None, :].expand(-1, 3, -1))
+    back = _features(ep.astensor(first), 3, last=True).raw.reshape(2, 4, 3)
+    assert torch.equal(back, first[:, :, None].expand(-1, -1, 3))
+
+
+def test_per_pixel_needs_a_channel_axis() -> None:
+    model = nn.Sequential(nn.Linear(16, 3)).double().eval()
+    x = torch.rand(4, 16, dtype=torch.float64)
+    with pytest.raises(ValueError, match="per_pixel=True needs inputs with a channel axis"):
+        SaliencyMapAttack(per_pixel=True)(fmodel(model), x, model(x).argmax(1), epsilons=None)
+    with pytest.raises(TypeError, match="per_pixel"):
+        SaliencyMapAttack(per_pixel="yes")  # type: ignore[arg-type]

@@ -129,6 +129,12 @@ class SaliencyMapAttack(MinimizationAttack):
             input may change up to ``k - 1`` pairs more than it needed. Each epsilon is
             still judged as a run with that budget. See the docs for its success, L0 and
             speed against the paper's mode.
+        per_pixel: A feature is a pixel across all its channels, as the paper's algorithm
+            works on pixels (for colour images): a pixel's :math:`a` and :math:`b` are the
+            sums over its channels, and a step changes every channel of the chosen pixels.
+            The channel axis is the model's ``data_format`` (``channels_first`` where it has
+            none); inputs need one, ``(N, C, ...)``. Budgets and epsilons still count
+            features, as foolbox's L0 does (a pixel is ``C`` of them).
 
     Attributes:
         last_statistics: After each call, :class:`AttackStatistics`: the steps each input
@@ -153,6 +159,7 @@ class SaliencyMapAttack(MinimizationAttack):
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         fallback: bool = True,
         pairs_per_step: int = 1,
+        per_pixel: bool = False,
     ) -> None:
         who = "SaliencyMapAttack"
         theta = check_float("theta", theta, minimum=-1.0, maximum=1.0, who=who)
@@ -174,6 +181,7 @@ class SaliencyMapAttack(MinimizationAttack):
         self.chunk_size = chunk_size
         self.fallback = check_bool("fallback", fallback, who=who)
         self.pairs_per_step = check_int("pairs_per_step", pairs_per_step, minimum=1, who=who)
+        self.per_pixel = check_bool("per_pixel", per_pixel, who=who)
         self.last_statistics: AttackStatistics | None = None
 
     def __call__(  # type: ignore[override,misc]
@@ -278,7 +286,8 @@ class SaliencyMapAttack(MinimizationAttack):
         mode, classes = _criterion_classes(criterion, n_inputs, z.shape[1])
         del z
 
-        per_step = 2 if self.pairwise else 1
+        width, last = _pixel_layout(self.per_pixel, shape, model)
+        per_step = (2 if self.pairwise else 1) * width  # features a step may change, at most
         domain = x < max_ if sign > 0 else x > min_
         changed = ep.zeros(x, x.shape).bool()
         active = ep.ones(x, (n_inputs,)).bool()
@@ -287,7 +296,7 @@ class SaliencyMapAttack(MinimizationAttack):
         fallbacks = ep.zeros(x, (n_inputs,)).astype(int)
         snapshots = [x for _ in thresholds]  # the state where each smaller budget stops
         frozen = [ep.zeros(x, (n_inputs,)).bool() for _ in thresholds]
-        for _ in range(self.max_steps(n)):
+        for _ in range(self.max_steps(n // width)):
             idx = all_rows[active]
             if len(idx) == 0:
                 break
@@ -320,10 +329,25 @@ class SaliencyMapAttack(MinimizationAttack):
             a_sel, b_sel = take_rows(a, sel).flatten(start=1), take_rows(b, sel).flatten(start=1)
             if sign < 0:
                 a_sel, b_sel = -a_sel, -b_sel
-            xr, changed_r = take_rows(xa, sel), take_rows(changed, rows)
-            picks, moves, used_fallback, used_before, rank = self._pick_many(
-                a_sel, b_sel, take_rows(domain, rows), changed_r, take_rows(used, sel), budget
+            xr, changed_r, domain_r = (
+                take_rows(xa, sel),
+                take_rows(changed, rows),
+                take_rows(domain, rows),
             )
+            if width > 1:  # pixels: the channels' sums, movable while any channel is
+                a_sel, b_sel = _pixels(a_sel, width, last), _pixels(b_sel, width, last)
+                domain_r = _pixels(domain_r.astype(int), width, last) > 0
+            picks, moves, used_fallback, used_before, rank = self._pick_many(
+                a_sel,
+                b_sel,
+                domain_r,
+                width - _pixels(changed_r.astype(int), width, last),
+                take_rows(used, sel),
+                budget,
+                per_step,
+            )
+            if width > 1:
+                picks, rank = _features(picks, width, last), _features(rank, width, last)
             for k, threshold in enumerate(thresholds if len(used_before) > 1 else []):
                 # a budget that ends inside this step: the pairs it takes, then it stops
                 pairs = ep.zeros_like(moves)
@@ -360,9 +384,10 @@ class SaliencyMapAttack(MinimizationAttack):
         a: ep.Tensor,
         b: ep.Tensor,
         domain: ep.Tensor,
-        changed: ep.Tensor,
+        fresh: ep.Tensor,
         used: ep.Tensor,
         budget: int,
+        per_step: int,
     ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor, list[ep.Tensor], ep.Tensor]:
         """Up to ``pairs_per_step`` disjoint pairs (features) from one derivative, each the
         best among the features the earlier ones left, while the budget has room.
@@ -370,8 +395,8 @@ class SaliencyMapAttack(MinimizationAttack):
         Returns the boolean ``(N, n)`` of features to change; per input, how many pairs
         were taken and how many of them the fallback chose; for each pair ``j``, the
         features changed before it ``(N,)``; and for each feature the ``j`` of its pair
-        (``pairs_per_step`` where none)."""
-        per_step = 2 if self.pairwise else 1
+        (``pairs_per_step`` where none). ``fresh``: per feature (pixel), how many features
+        changing it would add to the L0 at most; ``per_step`` bounds it for a step."""
         picks = ep.zeros_like(domain)
         rank = ep.full(used, domain.shape, self.pairs_per_step)
         moves = ep.zeros_like(used)
@@ -388,8 +413,9 @@ class SaliencyMapAttack(MinimizationAttack):
                 return self._largest_pairs(
                     a,
                     domain,
-                    changed,
+                    fresh,
                     budget,
+                    per_step,
                     j,
                     (picks, rank, moves, fallbacks, going),
                     used,
@@ -409,16 +435,16 @@ class SaliencyMapAttack(MinimizationAttack):
             going = moved
             if self.pairs_per_step > 1:
                 rank = ep.where(chosen, ep.full_like(rank, j), rank)
-                new = ep.logical_and(chosen, ep.logical_not(changed)).astype(int).sum(axis=-1)
-                used = used + new
+                used = used + (chosen.astype(int) * fresh).sum(axis=-1)
         return picks, moves, fallbacks, used_before, rank
 
     def _largest_pairs(
         self,
         a: ep.Tensor,
         domain: ep.Tensor,
-        changed: ep.Tensor,
+        fresh: ep.Tensor,
         budget: int,
+        per_step: int,
         j0: int,
         state: tuple[ep.Tensor, ep.Tensor, ep.Tensor, ep.Tensor, ep.Tensor],
         used: ep.Tensor,
@@ -436,11 +462,11 @@ class SaliencyMapAttack(MinimizationAttack):
         values, idx = ep.where(free, a, ep.full_like(a, -ep.inf)).topk(min(n, 2 * left))
         left = idx.shape[1] // 2
         values, idx = values[:, : 2 * left], idx[:, : 2 * left]
-        fresh = ep.logical_not(changed.take_along_axis(idx, axis=-1)).astype(int)
-        new = fresh[:, 0::2] + fresh[:, 1::2]  # (N, left): features each pair adds
+        adds = fresh.take_along_axis(idx, axis=-1)
+        new = adds[:, 0::2] + adds[:, 1::2]  # (N, left): features each pair adds, at most
         before = used[:, None] + new.cumsum(axis=-1) - new
         ok = ep.logical_and(values[:, 0::2] + values[:, 1::2] > 0, values[:, 1::2] > -ep.inf)
-        ok = ep.logical_and(ok, before + 2 <= budget)
+        ok = ep.logical_and(ok, before + per_step <= budget)
         ok = ep.logical_and(ok, going[:, None])
         ok = ep.logical_not(ok).astype(int).cumsum(axis=-1) == 0  # a run of pairs, then none
         taken = ok.astype(int).sum(axis=-1)
@@ -608,3 +634,34 @@ def _scatter_rows(base: ep.Tensor, idx: ep.Tensor, values: ep.Tensor) -> ep.Tens
     out = np.full_like(np.asarray(raw), -1)
     np.put_along_axis(out, np.asarray(where), np.asarray(what), axis=1)
     return ep.astensor(out)
+
+
+def _pixel_layout(per_pixel: bool, shape: tuple[int, ...], model: Model) -> tuple[int, bool]:
+    """``(channels, channels_last)`` of the inputs for ``per_pixel``; ``(1, False)`` where a
+    feature is a single value."""
+    if not per_pixel:
+        return 1, False
+    if len(shape) < 3:
+        raise ValueError(
+            "per_pixel=True needs inputs with a channel axis, (N, C, ...) or (N, ..., C); "
+            f"got inputs of shape {tuple(shape)}"
+        )
+    last = getattr(model, "data_format", "channels_first") == "channels_last"
+    return shape[-1] if last else shape[1], last
+
+
+def _pixels(t: ep.Tensor, width: int, last: bool) -> ep.Tensor:
+    """``(N, n)`` features to ``(N, n / width)`` pixels: the sum over each pixel's channels."""
+    if width == 1:
+        return t
+    grouped = t.reshape((t.shape[0], -1, width) if last else (t.shape[0], width, -1))
+    return grouped.sum(axis=2 if last else 1)
+
+
+def _features(t: ep.Tensor, width: int, last: bool) -> ep.Tensor:
+    """``(N, P)`` pixels to ``(N, P * width)`` features: each pixel's value on its channels."""
+    if width == 1:
+        return t
+    if last:
+        return ep.tile(t[:, :, None], (1, 1, width)).reshape((t.shape[0], -1))
+    return ep.tile(t[:, None, :], (1, width, 1)).reshape((t.shape[0], -1))

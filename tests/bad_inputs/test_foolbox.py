@@ -67,6 +67,9 @@ CONFIG = [
             ("outputs", "softmax"),
             ("chunk_size", 0),
             ("chunk_size", 1.5),
+            ("pairs_per_step", 0),
+            ("pairs_per_step", 2.5),
+            ("per_pixel", "yes"),
         ]
     ],
     case(
@@ -104,6 +107,12 @@ CONFIG = [
 
 DTYPE = [
     case("attack integer inputs", lambda: attack(x=(X * 10).long()), "inputs", "floating"),
+    case(
+        "attack per_pixel on inputs without a channel axis",
+        lambda: attack(per_pixel=True),
+        "per_pixel",
+        "channel axis",
+    ),
     case("attack float64 inputs, float32 model", lambda: attack(x=X.double()), "inputs", "float64"),
     case(
         "attack float target classes",

@@ -40,7 +40,8 @@ __all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack"]
 
 @dataclass(frozen=True)
 class AttackStatistics:
-    """What one call of :class:`SaliencyMapAttack` did, per input: ``steps`` taken, and
+    """What one call of :class:`SaliencyMapAttack` did, per input: ``steps`` taken (pairs,
+    or features, changed: with ``pairs_per_step > 1`` a derivative gives several), and
     ``fallback_steps`` of them where no pair (feature) satisfied the paper's strict rule and
     the largest-alpha fallback chose one."""
 

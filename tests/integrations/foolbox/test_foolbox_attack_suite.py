@@ -6,13 +6,14 @@ accuracy on the attack's outputs falls below the clean accuracy; targeted toward
 models that need no download are a model whose class scores are the means of the three
 channels, on foolbox's 8 ImageNet samples at 3x224x224, without and with a channel flip
 in the preprocessing. foolbox lists its L0 attack (salt and pepper) with ``epsilons=None``;
-ours joins it the same way. The paper's mode passes these too (about two minutes a test
-here: the docs give the figures); the suite runs the large-input mode, which changes 64
-pairs per derivative, in seconds.
+ours joins it the same way. The paper's mode passes these too, in minutes per test (the
+bench times one such call); the suite runs the large-input mode, which changes 64 pairs
+per derivative, in seconds.
 
-foolbox's sdist ships no tests; its file ran unchanged against this attack (see the docs'
-"foolbox's test suite"). Its other fixture models download weights (a zoo MNIST model,
-ShuffleNet), which this offline suite cannot.
+foolbox's sdist ships no tests; its two test functions and fixtures ran unchanged against
+this attack, added to its attack lists (see the docs' "foolbox's test suite"). Its other
+fixture models download weights (a zoo MNIST model, ShuffleNet), which this offline suite
+cannot.
 """
 
 from __future__ import annotations

@@ -42,6 +42,14 @@ def fixture_model(request: pytest.FixtureRequest) -> tuple[fb.Model, ep.Tensor, 
     return fmodel, x, fmodel(x).argmax(axis=-1)
 
 
+def _in_unit_bounds(
+    fmodel: fb.Model, x: ep.Tensor, y: ep.Tensor
+) -> tuple[fb.Model, ep.Tensor, ep.Tensor]:
+    """foolbox's tests first map the inputs and the model to bounds (0, 1)."""
+    x = (x - fmodel.bounds.lower) / (fmodel.bounds.upper - fmodel.bounds.lower)
+    return fmodel.transform_bounds((0, 1)), x, y
+
+
 ATTACKS = [
     SaliencyMapAttack(pairs_per_step=64),
     SaliencyMapAttack(outputs="logits", pairs_per_step=64),
@@ -52,9 +60,7 @@ ATTACKS = [
 def test_untargeted_attacks(
     fixture_model: tuple[fb.Model, ep.Tensor, ep.Tensor], attack: SaliencyMapAttack
 ) -> None:
-    fmodel, x, y = fixture_model
-    x = (x - fmodel.bounds.lower) / (fmodel.bounds.upper - fmodel.bounds.lower)
-    fmodel = fmodel.transform_bounds((0, 1))
+    fmodel, x, y = _in_unit_bounds(*fixture_model)
     acc = fb.accuracy(fmodel, x, y)
     assert acc > 0
     advs, _, _ = attack(fmodel, x, y, epsilons=None)
@@ -65,9 +71,7 @@ def test_untargeted_attacks(
 def test_targeted_attacks(
     fixture_model: tuple[fb.Model, ep.Tensor, ep.Tensor], attack: SaliencyMapAttack
 ) -> None:
-    fmodel, x, y = fixture_model
-    x = (x - fmodel.bounds.lower) / (fmodel.bounds.upper - fmodel.bounds.lower)
-    fmodel = fmodel.transform_bounds((0, 1))
+    fmodel, x, y = _in_unit_bounds(*fixture_model)
     num_classes = fmodel(x).shape[-1]
     criterion = fb.TargetedMisclassification((y + 1) % num_classes)
     before = criterion(x, fmodel(x))

@@ -463,19 +463,32 @@ def _bound_search(
     return score, key
 
 
+def framework_of(x: ep.Tensor) -> str:
+    """``"torch"``, ``"numpy"``, ``"jax"`` or ``"other"``: the framework of ``x``'s raw
+    tensor, for the few operations eagerpy lacks (a running maximum, a scatter)."""
+    module = type(x.raw).__module__
+    if module.startswith("torch"):
+        return "torch"
+    if module.startswith("numpy"):
+        return "numpy"
+    if module.startswith(("jax", "jaxlib")):
+        return "jax"
+    return "other"
+
+
 def _cummax(x: ep.Tensor) -> ep.Tensor:
     """The running maximum along the last axis, in the tensor's own framework."""
     raw = x.raw
-    module = type(raw).__module__
-    if module.startswith("torch"):
+    framework = framework_of(x)
+    if framework == "torch":
         import torch
 
         return ep.astensor(torch.cummax(raw, dim=-1).values)
-    if module.startswith("numpy"):
+    if framework == "numpy":
         import numpy as np
 
         return ep.astensor(np.maximum.accumulate(raw, axis=-1))
-    if module.startswith(("jax", "jaxlib")):
+    if framework == "jax":
         import jax
 
         return ep.astensor(jax.lax.cummax(raw, axis=raw.ndim - 1))

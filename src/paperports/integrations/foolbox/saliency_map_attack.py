@@ -30,6 +30,7 @@ from paperports.integrations.foolbox.saliency import (
     check_classes,
     check_inputs,
     class_scores,
+    framework_of,
     outputs_and_gradients,
     set_rows,
     take_rows,
@@ -297,6 +298,7 @@ class SaliencyMapAttack(MinimizationAttack):
         fallbacks = ep.zeros(x, (n_inputs,)).astype(int)
         snapshots = [x for _ in thresholds]  # the state where each smaller budget stops
         frozen = [ep.zeros(x, (n_inputs,)).bool() for _ in thresholds]
+        many = self.pairs_per_step > 1
         for _ in range(self.max_steps(n // width)):
             idx = all_rows[active]
             if len(idx) == 0:
@@ -342,20 +344,23 @@ class SaliencyMapAttack(MinimizationAttack):
                 a_sel,
                 b_sel,
                 domain_r,
-                width - _pixels(changed_r.astype(int), width, last),
+                # only k > 1 counts the features each pair adds within the step
+                width - _pixels(changed_r.astype(int), width, last) if many else None,
                 take_rows(used, sel),
                 budget,
                 per_step,
             )
             if width > 1:
-                picks, rank = _features(picks, width, last), _features(rank, width, last)
-            for k, threshold in enumerate(thresholds if len(used_before) > 1 else []):
+                picks = _features(picks, width, last)
+                rank = None if rank is None else _features(rank, width, last)
+            for k, threshold in enumerate(thresholds if rank is not None else []):
                 # a budget that ends inside this step: the pairs it takes, then it stops
                 pairs = ep.zeros_like(moves)
                 for before in used_before:
                     pairs = pairs + (before + per_step <= threshold).astype(int)
                 inside = ep.logical_and(pairs < moves, ep.logical_not(take_rows(frozen[k], rows)))
                 if bool(inside.any().item()):
+                    assert rank is not None
                     part = ep.logical_and(picks, rank < pairs[:, None]).astype(x.dtype)
                     x_part = ep.clip(xr + delta * part, min_, max_)
                     stopped = rows[inside]
@@ -385,19 +390,26 @@ class SaliencyMapAttack(MinimizationAttack):
         a: ep.Tensor,
         b: ep.Tensor,
         domain: ep.Tensor,
-        fresh: ep.Tensor,
+        fresh: ep.Tensor | None,
         used: ep.Tensor,
         budget: int,
         per_step: int,
-    ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor, list[ep.Tensor], ep.Tensor]:
+    ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor, list[ep.Tensor], ep.Tensor | None]:
         """Up to ``pairs_per_step`` disjoint pairs (features) from one derivative, each the
         best among the features the earlier ones left, while the budget has room.
 
         Returns the boolean ``(N, n)`` of features to change; per input, how many pairs
         were taken and how many of them the fallback chose; for each pair ``j``, the
         features changed before it ``(N,)``; and for each feature the ``j`` of its pair
-        (``pairs_per_step`` where none). ``fresh``: per feature (pixel), how many features
-        changing it would add to the L0 at most; ``per_step`` bounds it for a step."""
+        (``pairs_per_step`` where none; ``None`` for one pair per step). ``fresh``: per
+        feature (pixel), how many features changing it would add to the L0 at most (needed
+        for more than one pair per step); ``per_step`` bounds it for a step."""
+        if self.pairs_per_step == 1:  # the paper's step: one pick, nothing to rank or count
+            chosen, moved, used_fallback = self._pick(a, b, domain)
+            picks = ep.logical_and(chosen, moved[:, None])
+            fallbacks = ep.logical_and(used_fallback, moved).astype(int)
+            return picks, moved.astype(int), fallbacks, [used], None
+        assert fresh is not None
         picks = ep.zeros_like(domain)
         rank = ep.full(used, domain.shape, self.pairs_per_step)
         moves = ep.zeros_like(used)
@@ -434,9 +446,8 @@ class SaliencyMapAttack(MinimizationAttack):
             moves = moves + moved.astype(int)
             fallbacks = fallbacks + ep.logical_and(used_fallback, moved).astype(int)
             going = moved
-            if self.pairs_per_step > 1:
-                rank = ep.where(chosen, ep.full_like(rank, j), rank)
-                used = used + (chosen.astype(int) * fresh).sum(axis=-1)
+            rank = ep.where(chosen, ep.full_like(rank, j), rank)
+            used = used + (chosen.astype(int) * fresh).sum(axis=-1)
         return picks, moves, fallbacks, used_before, rank
 
     def _largest_pairs(
@@ -622,12 +633,12 @@ def _scatter_rows(base: ep.Tensor, idx: ep.Tensor, values: ep.Tensor) -> ep.Tens
     """``(N, n)`` of ``-1``, with ``values[r, k]`` at ``[r, idx[r, k]]`` (``idx`` distinct per
     row): each framework's own scatter."""
     raw, where, what = base.raw, idx.raw, values.raw
-    module = type(raw).__module__
-    if module.startswith("torch"):
+    framework = framework_of(base)
+    if framework == "torch":
         import torch
 
         return ep.astensor(torch.full_like(raw, -1).scatter(1, where, what))
-    if module.startswith(("jax", "jaxlib")):
+    if framework == "jax":
         import jax.numpy as jnp
 
         rows = jnp.arange(raw.shape[0])[:, None]

@@ -19,7 +19,12 @@ from paperports.integrations.foolbox import (
     hardness_matrix,
     saliency_map,
 )
-from paperports.integrations.foolbox.saliency import best_features, best_pairs, target_gradients
+from paperports.integrations.foolbox.saliency import (
+    best_aligned_pairs,
+    best_features,
+    best_pairs,
+    target_gradients,
+)
 
 from .conftest import assert_refused, case
 
@@ -239,6 +244,17 @@ VALUES = [
         "forward_derivative outputs", lambda: forward_derivative(MODEL, X, outputs="z"), "outputs"
     ),
     case("best_pairs shapes", lambda: best_pairs(A, A[:, :3], DOMAIN), "a, b and domain"),
+    case(
+        "best_aligned_pairs domain shape",
+        lambda: best_aligned_pairs(A, DOMAIN[:, :3]),
+        "a, b and domain",
+    ),
+    case(
+        "best_aligned_pairs domain floats",
+        lambda: best_aligned_pairs(A, ep.astensor(torch.ones(4, 6))),
+        "domain",
+        "boolean",
+    ),
     case("best_features shapes", lambda: best_features(A, A, DOMAIN[:2]), "a, b and domain"),
     case(
         "hardness NaN fraction",

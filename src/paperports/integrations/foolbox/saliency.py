@@ -45,6 +45,7 @@ from paperports._checks import DtypeError, check_int
 
 __all__ = [
     "Outputs",
+    "best_aligned_pairs",
     "best_features",
     "best_pairs",
     "check_classes",
@@ -266,7 +267,6 @@ def best_pairs(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     tie_candidates: int = 1024,
-    aligned: bool | None = None,
 ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
     r"""The paper's pair rule, exactly, without building the ``n x n`` pair matrix.
 
@@ -301,7 +301,6 @@ def best_pairs(
         domain: Boolean ``(N, n)``, the features that may still change.
         chunk_size: The most pair-matrix entries evaluated at once.
         tie_candidates: See above.
-        aligned: Whether ``b = -a`` exactly; ``None`` checks.
 
     Returns:
         ``(p, q, found)``, each ``(N,)``; where ``found`` is false no pair satisfies the rule.
@@ -313,11 +312,9 @@ def best_pairs(
     zero_key = ep.zeros(a, (n_rows,)).astype(int)
     score = ep.full(a, (n_rows,), -ep.inf)
     key = ep.full(zero_key, (n_rows,), n * n)
-    if aligned is None:
-        aligned = bool((a == -b).all().item())
-    if n >= 2 and aligned:  # probabilities: v = u, the two largest
-        score, key = _best_aligned_pair(a, domain)
-    elif n >= 2:
+    if n >= 2 and bool((a == -b).all().item()):  # probabilities: v = u, the two largest
+        return best_aligned_pairs(a, domain)
+    if n >= 2:
         neg_inf = ep.full_like(a, -ep.inf)
         mu, mv = ep.where(domain, a, neg_inf), ep.where(domain, -b, neg_inf)
         lead_u, lead_v = mu.topk(min(n, 64)), mv.topk(min(n, 64))  # (values, indices)
@@ -411,11 +408,15 @@ def _compact(idx: ep.Tensor, keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     return idx.take_along_axis(first, axis=-1), keep.take_along_axis(first, axis=-1)
 
 
-def _best_aligned_pair(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
-    """``b = -a``: the score is :math:`(a_p + a_q)^2`, so the best pair is the two largest
-    ``a`` in the domain (if they sum to more than 0); among ties, the smallest indices.
-    Returns ``(score, key)``."""
+def best_aligned_pairs(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
+    r""":func:`best_pairs` where :math:`b = -a` (softmax probabilities): the score is
+    :math:`(a_p + a_q)^2`, so the best pair is the two largest ``a`` in the domain, if they
+    sum to more than 0; among ties, the smallest indices. Returns ``(p, q, found)``."""
+    _check_search_inputs(a, a, domain)
     n = a.shape[1]
+    if n < 2:
+        none = ep.zeros(a, (a.shape[0],)).astype(int)
+        return none, none, none > 0
     masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
     top, top_idx = masked.topk(2)
     if bool(((masked >= top[:, 1:]).astype(int).sum(axis=-1) == 2).all().item()):
@@ -428,8 +429,9 @@ def _best_aligned_pair(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.T
         q = ep.where(later, cols, none).min(axis=-1)
     alpha = top.sum(axis=-1)
     valid = ep.logical_and(alpha > 0, top[:, 1] > -ep.inf)
-    score = ep.where(valid, alpha * alpha, ep.full_like(alpha, -ep.inf))
-    return score, ep.minimum(p, q) * n + ep.maximum(p, q)
+    zero = ep.zeros_like(p)
+    first, second = ep.minimum(p, q), ep.maximum(p, q)  # the dense search's order
+    return ep.where(valid, first, zero), ep.where(valid, second, zero), valid
 
 
 def _bound_search(

@@ -25,6 +25,7 @@ from paperports.integrations.foolbox.saliency import (
     DEFAULT_CHUNK_SIZE,
     Outputs,
     _check_outputs,
+    best_aligned_pairs,
     best_features,
     best_pairs,
     check_classes,
@@ -503,8 +504,10 @@ class SaliencyMapAttack(MinimizationAttack):
         n = a.shape[1]
         cols = ep.arange(a, n)[None, :]
         if self.pairwise:
-            aligned = self.outputs == "probabilities"  # b = -a exactly
-            p, q, found = best_pairs(a, b, domain, chunk_size=self.chunk_size, aligned=aligned)
+            if self.outputs == "probabilities":  # b = -a exactly: no check needed
+                p, q, found = best_aligned_pairs(a, domain)
+            else:
+                p, q, found = best_pairs(a, b, domain, chunk_size=self.chunk_size)
             if bool(found.all().item()) or n < 2:
                 fallback_ok = ep.zeros(found, found.shape).bool()
             else:  # the pair with the largest alpha > 0 (the two largest a in the domain)

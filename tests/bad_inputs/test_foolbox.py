@@ -75,8 +75,15 @@ CONFIG = [
             ("pairs_per_step", 0),
             ("pairs_per_step", 2.5),
             ("per_pixel", "yes"),
+            ("variant", "ejsma"),
+            ("variant", None),
         ]
     ],
+    case(
+        "attack variant=wjsma with probabilities",
+        lambda: SaliencyMapAttack(variant="wjsma", outputs="probabilities"),
+        "outputs='logits'",
+    ),
     case(
         "hardness num_classes=1.5",
         lambda: hardness_matrix([0.1], [0], [1], num_classes=1.5),

@@ -44,10 +44,14 @@ def x64() -> Any:
     jax.config.update("jax_enable_x64", False)
 
 
-# both rules and both outputs, in two runs (JAX compiles every op for each new batch shape)
-@pytest.mark.parametrize(("pairwise", "outputs"), [(True, "probabilities"), (False, "logits")])
+# both rules, both outputs and the variants (their stop-gradient is JAX's own), in three
+# runs (JAX compiles every op for each new batch shape)
+@pytest.mark.parametrize(
+    ("pairwise", "outputs", "variant"),
+    [(True, "probabilities", "jsma"), (False, "logits", "jsma"), (True, "logits", "tjsma")],
+)
 def test_jax_model_gives_the_same_adversarials_as_torch(
-    digits8: Any, x64: None, pairwise: bool, outputs: str
+    digits8: Any, x64: None, pairwise: bool, outputs: str, variant: str
 ) -> None:
     model, x, y = digits8
     x, t = x[:6], (y[:6] + 1) % 10
@@ -55,7 +59,12 @@ def test_jax_model_gives_the_same_adversarials_as_torch(
     xj, tj = jnp.asarray(x.numpy()), jnp.asarray(t.numpy())
     np.testing.assert_allclose(np.asarray(twin(xj)), model(x).detach().numpy(), atol=1e-9)
 
-    attack = SaliencyMapAttack(pairwise=pairwise, outputs=outputs, max_perturbation=0.4)  # type: ignore[arg-type]
+    attack = SaliencyMapAttack(
+        pairwise=pairwise,
+        outputs=outputs,  # type: ignore[arg-type]
+        variant=variant,  # type: ignore[arg-type]
+        max_perturbation=0.4,
+    )
     crit_t = fb.criteria.TargetedMisclassification(t)
     crit_j = fb.criteria.TargetedMisclassification(tj)
     adv_t, _, ok_t = attack(

@@ -45,6 +45,74 @@ def test_equals_the_dense_reference_step_for_step(digits8, fallback: bool) -> No
         assert stats.fallback_steps.sum() == 0
 
 
+@pytest.mark.parametrize(
+    ("variant", "theta", "fallback"),
+    [
+        ("wjsma", 1.0, False),
+        ("wjsma", 1.0, True),
+        ("tjsma", 1.0, False),
+        ("tjsma", 0.5, True),
+        ("tjsma", -1.0, True),
+    ],
+)
+def test_variants_equal_the_dense_reference_step_for_step(  # type: ignore[no-untyped-def]
+    digits8, variant: str, theta: float, fallback: bool
+) -> None:
+    """WJSMA and TJSMA against the reference that builds the full Jacobian and weights its
+    rows by the probabilities (and its columns by each feature's step) explicitly."""
+    model, x, y = digits8
+    t = other_targets(y)
+    attack = SaliencyMapAttack(
+        variant=variant,  # type: ignore[arg-type]
+        theta=theta,
+        max_perturbation=0.4,
+        fallback=fallback,
+    )
+    assert attack.outputs == "logits"
+    ours, _, _ = attack(fmodel(model), x, Targeted(t), epsilons=None)
+    ref = dense_jsma(
+        model, x, t, theta=theta, max_perturbation=0.4, fallback=fallback, variant=variant
+    )
+    assert torch.equal(ours, ref)
+    assert (_l0(x, ours) > 0).sum() > 20, "the attack must have moved most images"
+
+
+def test_the_variants_choose_other_pairs_than_jsma(digits8) -> None:  # type: ignore[no-untyped-def]
+    """The weights matter: on the same inputs the three rules take different paths."""
+    model, x, y = digits8
+    t = other_targets(y)
+    runs = {
+        v: SaliencyMapAttack(variant=v, outputs="logits", max_perturbation=0.4)(  # type: ignore[arg-type]
+            fmodel(model), x, Targeted(t), epsilons=None
+        )[0]
+        for v in ("jsma", "wjsma", "tjsma")
+    }
+    for one, other in [("jsma", "wjsma"), ("jsma", "tjsma"), ("wjsma", "tjsma")]:
+        differ = (runs[one] != runs[other]).flatten(1).any(1)
+        assert differ.sum() >= 5, (one, other)
+
+
+def test_weighted_gradients_are_the_probability_weighted_jacobian(tiny) -> None:  # type: ignore[no-untyped-def]
+    import eagerpy as ep
+
+    from paperports.integrations.foolbox import forward_derivative
+    from paperports.integrations.foolbox.saliency import outputs_and_gradients
+
+    x = torch.rand(5, 6, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    t = torch.tensor([0, 1, 2, 3, 1])
+    fm = fmodel(tiny, bounds=(-1.0, 2.0))
+    _, _, a, b = outputs_and_gradients(fm, ep.astensor(x), lambda z: ep.astensor(t), "logits",
+                                       weighted=True)  # fmt: skip
+    jac = forward_derivative(fm, x, outputs="logits")  # (N, K, n)
+    p = tiny(x).softmax(-1).detach()
+    p[torch.arange(5), t] = 0.0
+    torch.testing.assert_close(a.raw, jac[torch.arange(5), t])
+    torch.testing.assert_close(b.raw, (p[:, :, None] * jac).sum(1))
+    with pytest.raises(ValueError, match="weighted=True"):
+        outputs_and_gradients(fm, ep.astensor(x), lambda z: ep.astensor(t), "probabilities",
+                              weighted=True)  # fmt: skip
+
+
 def test_the_fallback_fires_only_where_no_strict_pair_exists(digits8) -> None:  # type: ignore[no-untyped-def]
     """Where the paper's rule finds a pair at every step, both modes take the same steps;
     the statistics count the fallback's steps."""
@@ -255,6 +323,9 @@ def test_large_inputs_need_no_pair_matrix() -> None:
         ({"steps": 0}, "steps"),
         ({"outputs": "softmax"}, "outputs"),
         ({"chunk_size": 0}, "chunk_size"),
+        ({"variant": "ejsma"}, "variant"),
+        ({"variant": "wjsma", "outputs": "probabilities"}, "variant='wjsma'.*outputs='logits'"),
+        ({"variant": "tjsma", "outputs": "probabilities"}, "variant='tjsma'"),
     ],
 )
 def test_bad_parameters_are_rejected(kwargs: dict[str, object], match: str) -> None:

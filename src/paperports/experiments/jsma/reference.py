@@ -55,12 +55,17 @@ def dense_jsma(
     outputs: str = "logits",
     bounds: tuple[float, float] = (0.0, 1.0),
     fallback: bool = False,
+    variant: str = "jsma",
 ) -> torch.Tensor:
     """The targeted pair attack of the paper, one step at a time; returns adversarial inputs.
 
     The paper's rule: an input whose domain holds no pair with alpha > 0 and beta < 0
     stops. With ``fallback=True`` it takes the pair with the largest alpha instead (ART's
     simplification), as ``SaliencyMapAttack``'s default does.
+
+    ``variant="wjsma"`` (logits): the other classes' rows of the Jacobian weighted by their
+    softmax probabilities; ``"tjsma"``: also every column times the change a step makes to
+    that feature (``1 - x`` for theta = 1 on [0, 1]).
     """
     lo, hi = bounds
     shape = x.shape
@@ -80,8 +85,18 @@ def dense_jsma(
             break
         with torch.enable_grad():
             jac = jacobian(model, xs.view(shape), outputs)
-        a = sign * jac[rows, targets]
-        b = sign * (jac.sum(1) - jac[rows, targets])
+        a = jac[rows, targets]
+        if variant == "jsma":
+            b = jac.sum(1) - a
+        else:
+            p = model(xs.view(shape)).softmax(-1)
+            p[rows, targets] = 0.0
+            b = (p[:, :, None] * jac).sum(1)
+        if variant == "tjsma":
+            reach = hi - xs if sign > 0 else xs - lo
+            step = reach.clamp(max=abs(theta) * (hi - lo))
+            a, b = a * step, b * step
+        a, b = sign * a, sign * b
         p, q, found = dense_pair(a, b, domain)
         # fallback: the largest alpha > 0 over the domain (ART's rule)
         am = torch.where(domain, a, torch.full_like(a, -math.inf))

@@ -23,6 +23,14 @@ and for decreasing features the same with both inequalities reversed. The attack
 rule picks :math:`(p, q)` maximising :math:`\alpha \cdot |\beta|` with
 :math:`\alpha = a_p + a_q > 0` and :math:`\beta = b_p + b_q < 0`.
 
+The probabilistic variants of Loison, Combey and Hajri (2020,
+https://arxiv.org/abs/2007.06032) differentiate the logits :math:`Z` and weight the other
+classes by their softmax probabilities :math:`F_j = \mathrm{softmax}(Z)_j`: WJSMA uses
+:math:`b_i = \sum_{j \neq t} F_j(X) \, \partial Z_j(X) / \partial x_i` (``weighted=True`` in
+:func:`outputs_and_gradients`); TJSMA also multiplies :math:`a_i` and :math:`b_i` by the
+change of feature :math:`i` that a step would make, the first-order Taylor term (the
+attack does that).
+
 Only :math:`a` and :math:`b` enter the attack, so one backward pass on a batch of twice
 the size gives both (``b`` as the gradient of :math:`\sum_j F_j` minus ``a``); for softmax
 probabilities :math:`\sum_j F_j = 1`, so :math:`b = -a` exactly and one backward pass on
@@ -35,6 +43,7 @@ that foolbox supports.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable
 from typing import Any, Literal
 
@@ -158,17 +167,26 @@ def outputs_and_gradients(
     x: ep.Tensor,
     choose_targets: Callable[[ep.Tensor], ep.Tensor],
     outputs: Outputs,
+    *,
+    weighted: bool = False,
 ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor, ep.Tensor]:
     r"""One forward and one backward pass: the model's outputs ``z`` at ``x``, the targets
     ``choose_targets(z)``, and :math:`a`, :math:`b` for those targets.
 
     The attack uses ``z`` to decide whether to stop, so a step costs a single pass.
 
+    ``weighted`` (logits only): WJSMA's
+    :math:`b = \sum_{j \neq t} \mathrm{softmax}(z)_j \, \partial z_j / \partial x`, the
+    probabilities held constant in the backward pass.
+
     For ``"probabilities"`` the gradients are those of :math:`\log p_t`, that is
     :math:`a / p_t` and :math:`b / p_t`: a positive factor per input, which changes no
     decision of the saliency rules, while :math:`\partial p_t` itself underflows (and its
     pair products underflow to exact ties at 0) when the target is far from winning.
     """
+    if weighted and outputs != "logits":
+        raise ValueError(f"weighted=True weights the logits' derivatives; got outputs={outputs!r}")
+
     n = len(x)
     chosen: list[ep.Tensor] = []
 
@@ -183,16 +201,21 @@ def outputs_and_gradients(
         _, z, a = ep.value_aux_and_grad(target_log_prob, x)
         return z, chosen[0], a, -a  # sum_j p_j = 1, so sum_{j != t} dp_j = -dp_t exactly
 
-    # One backward pass on [x; x]: the first half gives dF_t, the second d(sum_j F_j).
+    # One backward pass on [x; x]: the first half gives dF_t, the second d(sum_j F_j), or
+    # sum_{j != t} p_j dz_j with the probabilities p held constant (weighted).
     def stacked(xx: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
         z = model(xx)
         chosen.append(choose_targets(z[:n]))
-        weights = ep.concatenate([ep.onehot_like(z[:n], chosen[0]), ep.ones_like(z[n:])])
-        return (z * weights).sum(), z[:n]
+        target = ep.onehot_like(z[:n], chosen[0])
+        if weighted:
+            others = stop_gradient(ep.softmax(z[n:], axis=-1)) * (1 - target)
+        else:
+            others = ep.ones_like(z[n:])
+        return (z * ep.concatenate([target, others])).sum(), z[:n]
 
     _, z, g = ep.value_aux_and_grad(stacked, ep.concatenate([x, x]))
     a = g[:n]
-    return z, chosen[0], a, g[n:] - a
+    return z, chosen[0], a, g[n:] if weighted else g[n:] - a
 
 
 def forward_derivative(model: Model, inputs: Any, *, outputs: Outputs = "logits") -> Any:
@@ -466,8 +489,9 @@ def _bound_search(
 
 
 def framework_of(x: ep.Tensor) -> str:
-    """``"torch"``, ``"numpy"``, ``"jax"`` or ``"other"``: the framework of ``x``'s raw
-    tensor, for the few operations eagerpy lacks (a running maximum, a scatter)."""
+    """``"torch"``, ``"numpy"``, ``"jax"``, ``"tensorflow"`` or ``"other"``: the framework of
+    ``x``'s raw tensor, for the few operations eagerpy lacks (a running maximum, a scatter,
+    a stop-gradient)."""
     module = type(x.raw).__module__
     if module.startswith("torch"):
         return "torch"
@@ -475,7 +499,28 @@ def framework_of(x: ep.Tensor) -> str:
         return "numpy"
     if module.startswith(("jax", "jaxlib")):
         return "jax"
+    if module.startswith("tensorflow"):
+        return "tensorflow"
     return "other"
+
+
+def stop_gradient(x: ep.Tensor) -> ep.Tensor:
+    """``x`` as a constant for the backward pass, in its own framework (eagerpy has no
+    stop-gradient)."""
+    framework = framework_of(x)
+    raw: Any
+    if framework == "torch":
+        raw = x.raw.detach()
+    elif framework == "jax":
+        raw = importlib.import_module("jax").lax.stop_gradient(x.raw)
+    elif framework == "tensorflow":
+        raw = importlib.import_module("tensorflow").stop_gradient(x.raw)
+    elif framework == "numpy":  # eagerpy's NumPy tensors have no gradients at all
+        return x
+    else:
+        raise NotImplementedError(f"no stop-gradient for tensors of type {type(x.raw).__name__}")
+    constant: ep.Tensor = ep.astensor(raw)
+    return constant
 
 
 def _cummax(x: ep.Tensor) -> ep.Tensor:

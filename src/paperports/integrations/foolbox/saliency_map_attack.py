@@ -20,7 +20,7 @@ from foolbox.criteria import Criterion, Misclassification, TargetedMisclassifica
 from foolbox.distances import l0
 from foolbox.models import Model
 
-from paperports._checks import check_bool, check_float, check_int
+from paperports._checks import check_bool, check_choice, check_float, check_int
 from paperports.integrations.foolbox.saliency import (
     DEFAULT_CHUNK_SIZE,
     Outputs,
@@ -37,7 +37,11 @@ from paperports.integrations.foolbox.saliency import (
     take_rows,
 )
 
-__all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack"]
+__all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack", "Variant"]
+
+Variant = Literal["jsma", "wjsma", "tjsma"]
+"""The saliency rule: Papernot et al.'s JSMA, or Loison et al.'s weighted (WJSMA) or
+Taylor (TJSMA) variant."""
 
 
 @dataclass(frozen=True)
@@ -111,6 +115,24 @@ class SaliencyMapAttack(MinimizationAttack):
     rather than against all others equally. See the docs for the measured effect and the
     default.
 
+    Variants (Loison, Combey and Hajri 2020, "Probabilistic Jacobian-based Saliency Maps
+    Attacks"): ``variant="wjsma"`` differentiates the logits :math:`Z` and weights each other
+    class by its current probability :math:`F_j = \mathrm{softmax}(Z)_j`,
+
+    .. math::
+
+        \alpha = \sum_{i \in \{p, q\}} \frac{\partial Z_t(X)}{\partial x_i}, \qquad
+        \beta = \sum_{i \in \{p, q\}} \sum_{j \neq t} F_j(X)
+        \frac{\partial Z_j(X)}{\partial x_i},
+
+    so that competitors that are far from winning no longer veto a pair. ``variant="tjsma"``
+    also multiplies each feature's two derivatives by :math:`\delta_i`, the change a step
+    would make to it (the first-order Taylor term of the change in :math:`Z`):
+    :math:`\delta_i = 1 - x_i` for :math:`\theta = +1` on ``[0, 1]`` inputs, as in the
+    variants paper; in general :math:`\min(|\theta| \cdot` range, the distance to the
+    bound the step moves towards), which is our extension to :math:`|\theta| < 1` and to
+    decreasing attacks. Both keep the pair rule, the fallback and everything else above.
+
     Args:
         theta: The change of a chosen feature, as a fraction of the bounds range, in
             ``[-1, 0) U (0, 1]``; ``+1`` sets features to the upper bound (the paper's MNIST
@@ -120,7 +142,9 @@ class SaliencyMapAttack(MinimizationAttack):
         pairwise: Change pairs of features (the paper's attack) or single features.
         steps: An upper bound on the number of steps (derivatives); ``None`` gives the paper's
             :math:`\lfloor n \Upsilon / 2 \rfloor` (pairs) or :math:`\lfloor n \Upsilon \rfloor`.
-        outputs: Differentiate ``"logits"`` (the paper) or ``"probabilities"``.
+        outputs: Differentiate ``"logits"`` (the paper) or ``"probabilities"``; ``None``:
+            probabilities for JSMA, logits for the variants (they are defined on logits, so
+            they refuse ``"probabilities"``).
         chunk_size: Pair-matrix entries evaluated at once in the pair search (memory bound).
         fallback: Where no pair (or feature) satisfies the strict rule, take the one with
             the largest :math:`\alpha > 0` (ART's rule); ``False``: stop, as the paper does.
@@ -138,6 +162,7 @@ class SaliencyMapAttack(MinimizationAttack):
             The channel axis is the model's ``data_format`` (``channels_first`` where it has
             none); inputs need one, ``(N, C, ...)``. Budgets and epsilons still count
             features, as foolbox's L0 does (a pixel is ``C`` of them).
+        variant: ``"jsma"`` (the paper), ``"wjsma"`` or ``"tjsma"`` (see above).
 
     Attributes:
         last_statistics: After each call, :class:`AttackStatistics`: the steps each input
@@ -147,6 +172,8 @@ class SaliencyMapAttack(MinimizationAttack):
         .. [#Pap16] Nicolas Papernot, Patrick McDaniel, Somesh Jha, Matt Fredrikson,
            Z. Berkay Celik, Ananthram Swami, "The Limitations of Deep Learning in Adversarial
            Settings", IEEE EuroS&P 2016, https://arxiv.org/abs/1511.07528
+        .. [#Loi20] António Loison, Théo Combey, Hatem Hajri, "Probabilistic Jacobian-based
+           Saliency Maps Attacks", 2020, https://arxiv.org/abs/2007.06032
     """
 
     distance = l0
@@ -158,11 +185,12 @@ class SaliencyMapAttack(MinimizationAttack):
         max_perturbation: float = 0.145,
         pairwise: bool = True,
         steps: int | None = None,
-        outputs: Outputs = "probabilities",
+        outputs: Outputs | None = None,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         fallback: bool = True,
         pairs_per_step: int = 1,
         per_pixel: bool = False,
+        variant: Variant = "jsma",
     ) -> None:
         who = "SaliencyMapAttack"
         theta = check_float("theta", theta, minimum=-1.0, maximum=1.0, who=who)
@@ -175,7 +203,16 @@ class SaliencyMapAttack(MinimizationAttack):
         if steps is not None:
             steps = check_int("steps", steps, minimum=1, who=who)
         chunk_size = check_int("chunk_size", chunk_size, minimum=1, who=who)
+        variant = check_choice("variant", variant, ("jsma", "wjsma", "tjsma"), who=who)
+        if outputs is None:
+            outputs = "probabilities" if variant == "jsma" else "logits"
         _check_outputs(outputs)
+        if variant != "jsma" and outputs != "logits":
+            raise ValueError(
+                f"{who}: variant={variant!r} weights the logits' derivatives by the "
+                f"probabilities; it takes outputs='logits' (or None), got {outputs!r}"
+            )
+        self.variant: Variant = variant
         self.theta = theta
         self.max_perturbation = max_perturbation
         self.pairwise = pairwise
@@ -309,7 +346,11 @@ class SaliencyMapAttack(MinimizationAttack):
             choose = _fixed(cls) if mode == "targeted" else _runner_up_of(cls)
             # one pass gives the outputs (to stop) and the forward derivative (to step)
             z, _, a, b = outputs_and_gradients(
-                model, xa.reshape((-1, *shape[1:])), choose, self.outputs
+                model,
+                xa.reshape((-1, *shape[1:])),
+                choose,
+                self.outputs,
+                weighted=self.variant != "jsma",
             )
             pred = z.argmax(axis=-1)
             done = pred == cls if mode == "targeted" else pred != cls
@@ -331,13 +372,17 @@ class SaliencyMapAttack(MinimizationAttack):
             if len(rows) == 0:
                 break
             a_sel, b_sel = take_rows(a, sel).flatten(start=1), take_rows(b, sel).flatten(start=1)
-            if sign < 0:
-                a_sel, b_sel = -a_sel, -b_sel
             xr, changed_r, domain_r = (
                 take_rows(xa, sel),
                 take_rows(changed, rows),
                 take_rows(domain, rows),
             )
+            if self.variant == "tjsma":  # each derivative times the change a step makes
+                reach = max_ - xr if sign > 0 else xr - min_
+                taylor = ep.minimum(reach, ep.full_like(reach, abs(delta)))
+                a_sel, b_sel = a_sel * taylor, b_sel * taylor
+            if sign < 0:
+                a_sel, b_sel = -a_sel, -b_sel
             if width > 1:  # pixels: the channels' sums, movable while any channel is
                 a_sel, b_sel = _pixels(a_sel, width, last), _pixels(b_sel, width, last)
                 domain_r = _pixels(domain_r.astype(int), width, last) > 0

@@ -42,3 +42,23 @@ def test_a_run_at_exactly_the_budget_counts_as_within_it() -> None:
     model = torch.nn.Linear(784, 2)
     run = _outcome("r", model, x, adv, model(adv).argmax(1), 1.0)
     assert run.success_within(np.array([np.floor(784 * 0.145) / 784]))[0] == 1.0
+
+
+def test_a_curve_from_one_call_with_epsilons_is_the_runs_own_success_within_each_budget() -> None:
+    """foolbox's epsilons, judged in the same calls as the run, give the robustness curve
+    that the run's L0s give: each budget is a prefix of the greedy run."""
+    from paperports.adapters.digits import digits_classifier, load_digits_tensors
+    from paperports.experiments.jsma.common import run_ours
+    from paperports.integrations.foolbox import SaliencyMapAttack
+
+    model = digits_classifier(8)
+    x, y = load_digits_tensors(8, "test")
+    xa, _, dst = all_other_targets(x[:6], y[:6])
+    epsilons = [0, 2, 4, 6, 8, 12]
+    attack = SaliencyMapAttack(variant="wjsma", max_perturbation=0.2)
+    run = run_ours("r", model, xa, dst, attack, batch_size=16, epsilons=epsilons)
+    assert run.curve is not None and run.curve.shape == (len(epsilons), len(xa))
+    within = run.success_within(np.array(epsilons) / 64)
+    np.testing.assert_array_equal(run.curve.mean(1), within)
+    assert within[-1] > within[0] + 0.5 and (np.diff(within) >= 0).all()  # a rising curve
+    assert run.summary()["curve"] == {"epsilons": epsilons, "success": within.tolist()}

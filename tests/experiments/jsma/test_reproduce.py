@@ -51,3 +51,30 @@ def test_quick_reproduction_writes_a_report_beside_the_papers_figures(tmp_path: 
     assert md.index("## Summary") < md.index("## Setup")
     hardness = res["hardness"]
     assert (len(hardness) == 10 and hardness[0][0] is None) or hardness[0][0] != hardness[0][0]
+    # the set-ups that separate data, network and fallback, with the variants beside JSMA
+    assert set(res["setups"]) == {"small CNN, smooth digits", "LeNet, sharp digits"}  # --quick
+    section = md.split("## Why the paper's rule falls short here")[1].split("\n## ")[0]
+    for name, setup in res["setups"].items():
+        assert f"| {name} | {setup['accuracy']:.2%} |" in section
+        assert set(setup["runs"]) == {
+            "JSMA, logits (the paper's rule)",
+            "WJSMA",
+            "TJSMA",
+            "JSMA, probabilities (our default)",
+        }
+        for rule, run in setup["runs"].items():
+            row = f"| {name} | {rule} | {run['success_rate']:.2%} | "
+            assert row + f"{run['mean_l0_fraction_successful']:.2%} |" in section, row
+            curve = run["curve"]
+            assert curve["epsilons"][0] == 0 and curve["epsilons"][-1] == 113
+            assert curve["success"][-1] == run["success_rate"]  # 113: the whole budget
+    sharp = res["setups"]["LeNet, sharp digits"]
+    assert sharp["zero_fraction"] > 0.7 > res["setups"]["small CNN, smooth digits"]["zero_fraction"]
+    # the main set-up's JSMA runs are the main table's, not run twice
+    main = res["setups"]["small CNN, smooth digits"]["runs"]
+    assert (
+        main["JSMA, logits (the paper's rule)"]
+        == res["runs_28"]["pairs, logits (the paper's rule)"]
+    )
+    assert (out / "robustness_curve.png").stat().st_size > 1000
+    assert "does **not** reproduce it." in section or "reproduces the paper's figure." in section

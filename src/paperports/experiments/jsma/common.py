@@ -29,6 +29,10 @@ class AttackRun:
     """Our attack's steps per sample (``None`` for ART)."""
     fallback_steps: np.ndarray | None = None
     """How many of them the largest-alpha fallback chose (no pair met the paper's rule)."""
+    epsilons: list[int] | None = None
+    """L0 budgets (features) that the same calls judged, foolbox's way (``None``: none)."""
+    curve: np.ndarray | None = None
+    """``(K, N)``: the success at each of ``epsilons``, from the attack's own results."""
 
     @property
     def fallback_share(self) -> float:
@@ -63,7 +67,10 @@ class AttackRun:
         return np.array([(self.success & (self.l0_fraction <= b + 1e-12)).mean() for b in budgets])
 
     def summary(self) -> dict[str, Any]:
-        return {
+        curve = {}
+        if self.epsilons is not None and self.curve is not None:
+            curve = {"curve": {"epsilons": self.epsilons, "success": self.curve.mean(1).tolist()}}
+        return curve | {
             "success_rate": self.success_rate,
             "mean_l0_fraction_successful": self.mean_l0,
             "mean_l0_fraction_all": float(self.l0_fraction.mean()),
@@ -107,17 +114,27 @@ def run_ours(
     *,
     batch_size: int = 128,
     progress: Any = None,
+    epsilons: list[int] | None = None,
 ) -> AttackRun:
-    """Run ``attack`` targeted on ``(x, t)`` in batches; time it."""
+    """Run ``attack`` targeted on ``(x, t)`` in batches; time it. With ``epsilons`` (L0
+    budgets in features), the same calls also judge each of them, foolbox's way: the
+    run's ``curve`` is the success at each, a robustness curve from one call per batch."""
     # on the CPU, with the inputs: foolbox would otherwise move the model to a GPU if any
     fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")
     starts = range(0, len(x), batch_size)
     it = progress(starts, desc=name, total=len(starts)) if progress else starts
-    advs, steps, fallbacks = [], [], []
+    advs, steps, fallbacks, curves = [], [], [], []
     start = time.perf_counter()
     for i in it:
         crit = fb.criteria.TargetedMisclassification(t[i : i + batch_size])
-        adv, _, _ = attack(fmodel, x[i : i + batch_size], crit, epsilons=None)
+        if epsilons is None:
+            adv, _, _ = attack(fmodel, x[i : i + batch_size], crit, epsilons=None)
+        else:
+            _, clipped, success = attack(
+                fmodel, x[i : i + batch_size], crit, epsilons=[*epsilons, None]
+            )
+            adv = clipped[-1]
+            curves.append(success[:-1].numpy())
         advs.append(adv)
         assert attack.last_statistics is not None
         steps.append(attack.last_statistics.steps)
@@ -125,6 +142,8 @@ def run_ours(
     sec = time.perf_counter() - start
     run = _outcome(name, model, x, torch.cat(advs), t, sec)
     run.steps, run.fallback_steps = np.concatenate(steps), np.concatenate(fallbacks)
+    if epsilons is not None:
+        run.epsilons, run.curve = list(epsilons), np.concatenate(curves, axis=1)
     return run
 
 

@@ -139,16 +139,23 @@ class DigitsCNN(nn.Module):
 
 
 class LeNet(nn.Module):
-    """LeNet as the paper attacked it, for 28x28 inputs (returns logits): the LeNet of the
-    Caffe and Theano tutorials of the time, two 5x5 convolutions (20 and 50 maps), each
-    followed by 2x2 max-pooling, a fully connected layer of 500 ReLU units and 10 outputs.
+    """LeNet for 28x28 inputs (returns logits), as the JSMA paper and the variants paper
+    attacked it on MNIST: two 5x5 convolutions (20 and 50 maps), each followed by a ReLU
+    and 2x2 max-pooling, a fully connected layer of 500 ReLU units and 10 outputs (the
+    layer sizes of the Caffe LeNet; the ReLUs and sizes of the LeNet-5 in the code of
+    Loison, Combey and Hajri 2020).
     """
 
     def __init__(self) -> None:
         super().__init__()
         self.size = 28
         self.features = nn.Sequential(
-            nn.Conv2d(1, 20, 5), nn.MaxPool2d(2), nn.Conv2d(20, 50, 5), nn.MaxPool2d(2)
+            nn.Conv2d(1, 20, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
+            nn.Conv2d(20, 50, 5),
+            nn.ReLU(),
+            nn.MaxPool2d(2),
         )
         self.classifier = nn.Sequential(
             nn.Flatten(), nn.Linear(50 * 4 * 4, 500), nn.ReLU(), nn.Linear(500, 10)

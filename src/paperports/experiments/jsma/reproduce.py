@@ -219,9 +219,10 @@ def _write_setups(report: Report, setups: dict[str, dict[str, object]]) -> None:
         "MNIST-like stand-in: each digit upsampled to a 20x20 box centred on a zero "
         "background, as MNIST lays its digits out, with values in [0.4, 0.7] stretched to "
         "[0, 1], so most pixels are exactly 0 and the strokes' cores saturate (MNIST's mean "
-        f"intensity is {MNIST_MEAN}). LeNet is the paper's network as the Caffe and Theano "
-        "tutorials of the time define it (two 5x5 convolutions of 20 and 50 maps, each "
-        "max-pooled, 500 ReLU units, 10 outputs), trained like our CNN."
+        f"intensity is {MNIST_MEAN}). LeNet is the paper's network as the variants paper's code "
+        "defines it (two 5x5 convolutions of 20 and 50 maps, each followed by a ReLU and "
+        "max-pooled, 500 ReLU units, 10 outputs: the Caffe LeNet's sizes), trained like our "
+        "CNN."
     )
     report.table(
         ["set-up", "test accuracy", "mean intensity", "pixels at 0"],

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 import pytest
 
@@ -35,3 +36,17 @@ def test_paired_median_times_alternate_the_two_sides() -> None:
     assert slow > fast
     with pytest.raises(ValueError, match="repeats"):
         paired_median_times(lambda: None, lambda: None, repeats=0)
+
+
+def _allocate(megabytes: int) -> Callable[[], object]:
+    """Work for peak_memory_mb: touch ``megabytes`` of fresh memory."""
+    import numpy as np
+
+    return lambda: np.ones(megabytes * 2**20, dtype=np.uint8).sum()
+
+
+def test_peak_memory_measures_the_work_not_the_setup() -> None:
+    from paperports.benchmarking import peak_memory_mb
+
+    small, large = peak_memory_mb(_allocate, 8), peak_memory_mb(_allocate, 200)
+    assert 150 <= large - small <= 250, (small, large)  # the 192 MB more that the work touches

@@ -7,7 +7,9 @@ thread count, and report ``ours / anchor``. Tests never assert on times.
 from __future__ import annotations
 
 import json
+import multiprocessing
 import platform
+import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -20,7 +22,14 @@ import torch
 import paperports
 from paperports.reporting import provenance
 
-__all__ = ["BenchResult", "BenchRow", "machine_info", "median_time", "paired_median_times"]
+__all__ = [
+    "BenchResult",
+    "BenchRow",
+    "machine_info",
+    "median_time",
+    "paired_median_times",
+    "peak_memory_mb",
+]
 
 
 def median_time(fn: Callable[[], Any], *, repeats: int = 5, warmup: int = 1) -> float:
@@ -57,6 +66,26 @@ def paired_median_times(
             fn()
             bucket.append(time.perf_counter() - start)
     return statistics.median(times[0]), statistics.median(times[1])
+
+
+def peak_memory_mb(setup: Callable[..., Callable[[], Any]], *args: Any) -> float:
+    """MB that some work adds to the peak resident memory of a fresh process (Linux).
+
+    ``setup(*args)`` runs in a spawned process (a process's peak only grows, so each
+    measurement needs its own), builds the inputs and returns the work; the result is the
+    process's peak resident set after the work, minus its resident set before it. ``setup``
+    and ``args`` must be picklable (``setup`` a module-level function)."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return float(pool.apply(_peak_in_fresh_process, (setup, *args)))
+
+
+def _peak_in_fresh_process(setup: Callable[..., Callable[[], Any]], *args: Any) -> float:
+    work = setup(*args)
+    with open("/proc/self/statm") as statm:
+        before = int(statm.read().split()[1]) * resource.getpagesize()
+    work()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+    return (peak - before) / 2**20
 
 
 def machine_info() -> dict[str, Any]:

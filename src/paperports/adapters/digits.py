@@ -114,16 +114,18 @@ class DigitsCNN(nn.Module):
 
     Args:
         size: The image side (8 or 28 here; any side divisible by 4).
+        channels: Input channels (1 for the digits; 3 for colour images).
     """
 
-    def __init__(self, size: int = 28) -> None:
+    def __init__(self, size: int = 28, channels: int = 1) -> None:
         super().__init__()
         size = check_int("size", size, minimum=4, who="DigitsCNN")
+        channels = check_int("channels", channels, minimum=1, who="DigitsCNN")
         if size % 4:
             raise ValueError(f"DigitsCNN: size must be divisible by 4, got {size}")
         self.size = size
         self.features = nn.Sequential(
-            nn.Conv2d(1, 16, 3, padding=1),
+            nn.Conv2d(channels, 16, 3, padding=1),
             nn.ReLU(),
             nn.MaxPool2d(2),
             nn.Conv2d(16, 32, 3, padding=1),

@@ -21,15 +21,13 @@ GRU, so its floor is about ``(8 + 6) / (1 + 6) = 2`` times the single-type time.
 
 from __future__ import annotations
 
-import multiprocessing
-import resource
 from collections.abc import Callable
 
 import torch
 import torch_geometric
 from torch import nn
 
-from paperports.benchmarking import BenchResult, BenchRow, paired_median_times
+from paperports.benchmarking import BenchResult, BenchRow, paired_median_times, peak_memory_mb
 from paperports.integrations.pyg import GatedGraphConv, PaperGRUCell
 from paperports.registry import RunContext
 
@@ -60,9 +58,9 @@ def _gru_steps(cell: nn.Module, generator: torch.Generator) -> Callable[[], None
     return run
 
 
-def _peak_step_memory(layer: str, nodes: int, edges: int) -> float:
-    """MB that one forward and backward adds to this process's peak resident memory (run
-    in a fresh process: the peak only grows)."""
+def _peak_step_memory(layer: str, nodes: int, edges: int) -> Callable[[], object]:
+    """One forward and backward of the layer on a random graph, for
+    :func:`~paperports.benchmarking.peak_memory_mb` (in a fresh process)."""
     torch.set_num_threads(2)
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(nodes, 16, generator=generator)
@@ -74,24 +72,17 @@ def _peak_step_memory(layer: str, nodes: int, edges: int) -> float:
     else:
         conv = GatedGraphConv(CHANNELS, STEPS, num_edge_types=TYPES)
         args = (x, edge_index, edge_type)
-    page = resource.getpagesize()
-    with open("/proc/self/statm") as statm:
-        before = int(statm.read().split()[1]) * page
-    conv(*args).sum().backward()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return (peak - before) / 2**20
+    return lambda: conv(*args).sum().backward()
 
 
 def _memory_rows(ctx: RunContext) -> list[BenchRow]:
-    spawn = multiprocessing.get_context("spawn")
     measured = {}
     for key, layer, nodes, edges in [
         ("typed", "ours", LARGE_NODES, LARGE_EDGES),
         ("pyg", "pyg", LARGE_NODES, LARGE_EDGES),
         ("typed quarter", "ours", LARGE_NODES // 4, LARGE_EDGES // 4),
     ]:
-        with spawn.Pool(1) as pool:
-            measured[key] = pool.apply(_peak_step_memory, (layer, nodes, edges))
+        measured[key] = peak_memory_mb(_peak_step_memory, layer, nodes, edges)
         ctx.log(f"  peak memory, {key}: {measured[key]:.0f} MB")
     extra = {"nodes": LARGE_NODES, "edges": LARGE_EDGES, "channels": CHANNELS, "steps": STEPS}
     return [

@@ -7,8 +7,9 @@ samples and a small random CNN (two strided 5x5 convolutions, 16 and 32 channels
 to 4x4, a linear layer to 10 classes), targeted at each image's least likely class so that
 every input takes every step; the floor is one forward and one backward pass of the model
 for the outputs the rule needs, on the same batch. Colour: foolbox's 20 CIFAR-10 samples,
-each towards the 9 classes other than the prediction of a random CNN (two 3x3 convolutions
-with 16 and 32 channels, each with max pooling, a linear layer to 10 classes).
+each towards the 9 classes other than the prediction of a random CNN (the digits' CNN on
+three channels: two 3x3 convolutions with 16 and 32 channels, each with max pooling, 100
+hidden units, 10 classes); peak memory of each attack in a fresh process.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ import foolbox as fb
 import torch
 from torch import nn
 
-from paperports.adapters.digits import digits_classifier, load_digits_tensors
-from paperports.benchmarking import BenchResult, BenchRow
+from paperports.adapters.digits import DigitsCNN, digits_classifier, load_digits_tensors
+from paperports.benchmarking import BenchResult, BenchRow, peak_memory_mb
 from paperports.experiments.jsma.common import AttackRun, all_other_targets, run_art, run_ours
 from paperports.experiments.jsma.reference import dense_jsma
 from paperports.integrations.foolbox import SaliencyMapAttack
@@ -153,36 +154,47 @@ def _many_pairs_on_digits(
     ]
 
 
-def _cifar_cnn(seed: int) -> nn.Module:
+def _cifar(seed: int) -> tuple[nn.Module, torch.Tensor, torch.Tensor]:
+    """The random colour CNN and the attacks: foolbox's 20 CIFAR-10 samples, each towards
+    the 9 classes other than the CNN's prediction."""
     torch.manual_seed(seed)
-    return nn.Sequential(
-        nn.Conv2d(3, 16, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Conv2d(16, 32, 3, padding=1),
-        nn.ReLU(),
-        nn.MaxPool2d(2),
-        nn.Flatten(),
-        nn.Linear(32 * 8 * 8, 10),
-    ).eval()
-
-
-def _colour(ctx: RunContext) -> list[BenchRow]:
-    """CIFAR-sized inputs: foolbox's 20 CIFAR-10 samples, each towards the 9 classes other
-    than the random CNN's prediction, per value (ours and ART) and per pixel (ours)."""
-    model = _cifar_cnn(ctx.seed)
+    model = DigitsCNN(32, channels=3).eval()
     fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")
     images, _ = fb.samples(fmodel, dataset="cifar10", batchsize=20)
     with torch.no_grad():
         predicted = model(images).argmax(-1)
     x, _, t = all_other_targets(images, predicted)
+    return model, x, t
+
+
+def _colour_attack(kind: str, seed: int) -> Callable[[], object]:
+    """One colour attack over all the CIFAR attacks, for :func:`peak_memory_mb`, after a
+    warm-up on one image (imports, allocator, thread pools)."""
+    torch.set_num_threads(2)
+    model, x, t = _cifar(seed)
+    if kind == "art":
+        run_art(model, x[:1], t[:1])
+        return lambda: run_art(model, x, t)
+    attack = SaliencyMapAttack(per_pixel=kind == "per pixel")
+    run_ours(kind, model, x[:1], t[:1], attack)
+    return lambda: run_ours(kind, model, x, t, attack)
+
+
+def _colour(ctx: RunContext) -> list[BenchRow]:
+    """CIFAR-sized inputs: foolbox's 20 CIFAR-10 samples, each towards the 9 classes other
+    than the random CNN's prediction, per value (ours and ART) and per pixel (ours)."""
+    model, x, t = _cifar(ctx.seed)
     art = _median_run(lambda: run_art(model, x, t))
+    art_mb = peak_memory_mb(_colour_attack, "art", ctx.seed)
     rows = []
     for name, attack in (
         ("per value (default)", SaliencyMapAttack()),
         ("per pixel", SaliencyMapAttack(per_pixel=True)),
     ):
         run = _median_run(lambda a=attack, n=name: run_ours(n, model, x, t, a))
+        mb = peak_memory_mb(_colour_attack, "per pixel" if attack.per_pixel else "per value",
+                            ctx.seed)  # fmt: skip
+        ctx.log(f"  3x32x32, {name}: peak memory {mb:.1f} MB (ART {art_mb:.1f} MB)")
         ctx.log(
             f"  3x32x32, {name}: {run.images_per_second:.1f} img/s, success "
             f"{run.success_rate:.1%}, L0 {run.mean_l0:.2%} (ART {art.images_per_second:.1f} "
@@ -202,6 +214,21 @@ def _colour(ctx: RunContext) -> list[BenchRow]:
                     "mean_l0": run.mean_l0,
                     "art_success": art.success_rate,
                     "art_mean_l0": art.mean_l0,
+                },
+            )
+        )
+        rows.append(
+            BenchRow(
+                f"peak memory vs ART, 3x32x32: {name}",
+                mb,
+                art_mb,
+                "MB",
+                "report (the pair search's blocks: at most chunk_size entries)",
+                extra={
+                    "attacks": len(x),
+                    "batch": 128,
+                    "chunk_size": attack.chunk_size,
+                    "chunk_mb": attack.chunk_size * 4 / 2**20,
                 },
             )
         )

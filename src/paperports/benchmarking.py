@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import multiprocessing
 import platform
-import resource
 import statistics
 import time
 from collections.abc import Callable
@@ -71,21 +70,30 @@ def paired_median_times(
 def peak_memory_mb(setup: Callable[..., Callable[[], Any]], *args: Any) -> float:
     """MB that some work adds to the peak resident memory of a fresh process (Linux).
 
-    ``setup(*args)`` runs in a spawned process (a process's peak only grows, so each
-    measurement needs its own), builds the inputs and returns the work; the result is the
-    process's peak resident set after the work, minus its resident set before it. ``setup``
-    and ``args`` must be picklable (``setup`` a module-level function)."""
+    ``setup(*args)`` runs in a spawned process, builds the inputs and returns the work; the
+    result is the process's peak resident set during the work (``VmHWM``, reset after the
+    setup) minus its resident set before it. (Not ``getrusage``'s ``ru_maxrss``: it keeps
+    the peak across ``exec``, so a spawned child starts from its parent's resident set.)
+    ``setup`` and ``args`` must be picklable (``setup`` a module-level function)."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return float(pool.apply(_peak_in_fresh_process, (setup, *args)))
 
 
 def _peak_in_fresh_process(setup: Callable[..., Callable[[], Any]], *args: Any) -> float:
     work = setup(*args)
-    with open("/proc/self/statm") as statm:
-        before = int(statm.read().split()[1]) * resource.getpagesize()
+    with open("/proc/self/clear_refs", "w") as clear:  # reset VmHWM to the current VmRSS
+        clear.write("5")
+    before = _status_kb("VmRSS")
     work()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
-    return (peak - before) / 2**20
+    return (_status_kb("VmHWM") - before) / 1024
+
+
+def _status_kb(field: str) -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith(f"{field}:"):
+                return int(line.split()[1])
+    raise RuntimeError(f"/proc/self/status has no {field}")
 
 
 def machine_info() -> dict[str, Any]:

@@ -335,38 +335,35 @@ def best_pairs(
     zero_key = ep.zeros(a, (n_rows,)).astype(int)
     score = ep.full(a, (n_rows,), -ep.inf)
     key = ep.full(zero_key, (n_rows,), n * n)
-    if n >= 2 and bool((a == -b).all().item()):  # probabilities: v = u, the two largest
+    if n < 2:
+        return zero_key, zero_key, score > -ep.inf
+    nb = -b
+    # probabilities: v = u, the two largest (the first column rules out logits cheaply)
+    if bool((a[:, :1] == nb[:, :1]).all().item()) and bool((a == nb).all().item()):
         return best_aligned_pairs(a, domain)
-    if n >= 2:
-        neg_inf = ep.full_like(a, -ep.inf)
-        mu, mv = ep.where(domain, a, neg_inf), ep.where(domain, -b, neg_inf)
-        lead_u, lead_v = mu.topk(min(n, 64)), mv.topk(min(n, 64))  # (values, indices)
-        top_u, top_v = lead_u[0][:, :2], lead_v[0][:, :2]
-        # no two features reach alpha > 0 (or beta < 0): provably no valid pair in the row
-        possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
-        u = ep.where(domain, a, ep.zeros_like(a))
-        v = ep.where(domain, -b, ep.zeros_like(b))
-        bu, bv = u + top_u[:, :1], v + top_v[:, :1]
-        can_pair = ep.logical_and(domain, ep.logical_and(bu > 0, bv > 0))
-        rows = ep.arange(zero_key, n_rows)[possible]
-        if len(rows):
-            u, v, can_pair = take_rows(u, rows), take_rows(v, rows), take_rows(can_pair, rows)
-            leads = [
-                (
-                    take_rows(m1, rows),
-                    take_rows(m2, rows),
-                    take_rows(values, rows),
-                    take_rows(at, rows),
-                )
-                for m1, m2, (values, at) in ((mu, mv, lead_u), (mv, mu, lead_v))
-            ]
-            idx, member = _front(u, v, can_pair, leads)
-            if idx.shape[1] <= tie_candidates:  # every pair among the front, at once
-                s, k = _best_among(u, v, member, idx, chunk_size, take_ok=False)
-            else:  # many exact copies: the bound-ordered search
-                bound = ep.where(can_pair, take_rows(bu * bv, rows), neg_inf[: len(rows)])
-                s, k = _bound_search(u, v, can_pair, bound, chunk_size, tie_candidates)
-            score, key = set_rows(score, rows, s), set_rows(key, rows, k)
+    neg_inf = ep.full_like(a, -ep.inf)
+    # u = a, v = -b in the domain, -inf outside: every sum with a feature outside is -inf
+    u, v = ep.where(domain, a, neg_inf), ep.where(domain, nb, neg_inf)
+    lead_u, lead_v = u.topk(min(n, 64)), v.topk(min(n, 64))  # (values, indices)
+    top_u, top_v = lead_u[0][:, :2], lead_v[0][:, :2]
+    # no two features reach alpha > 0 (or beta < 0): provably no valid pair in the row
+    possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
+    bu, bv = u + top_u[:, :1], v + top_v[:, :1]
+    can_pair = ep.logical_and(bu > 0, bv > 0)  # false outside the domain (-inf)
+    rows = ep.arange(zero_key, n_rows)[possible]
+    if len(rows):
+        u, v, can_pair = take_rows(u, rows), take_rows(v, rows), take_rows(can_pair, rows)
+        leads = [
+            (m1, m2, take_rows(values, rows), take_rows(at, rows))
+            for m1, m2, (values, at) in ((u, v, lead_u), (v, u, lead_v))
+        ]
+        idx, member = _front(u, v, can_pair, leads)
+        if idx.shape[1] <= tie_candidates:  # every pair among the front, at once
+            s, k = _best_among(u, v, member, idx, chunk_size, take_ok=False)
+        else:  # many exact copies: the bound-ordered search
+            bound = ep.where(can_pair, take_rows(bu * bv, rows), neg_inf[: len(rows)])
+            s, k = _bound_search(u, v, can_pair, bound, chunk_size, tie_candidates)
+        score, key = set_rows(score, rows, s), set_rows(key, rows, k)
     found = score > -ep.inf
     key = ep.where(found, key, zero_key)
     p = key // n
@@ -394,23 +391,23 @@ def _front(
     both masked to ``-inf`` outside a set of features containing ``ok`` (any feature of
     the domain may dominate), and ``lead``'s 64 largest values and their indices."""
     n = u.shape[1]
-    neg_inf = ep.full_like(u, -ep.inf)
-    mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
     keep = ok
     if n > 256:
         if leads is None:
+            neg_inf = ep.full_like(u, -ep.inf)
+            mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
             leads = [(m1, m2, *m1.topk(64)) for m1, m2 in ((mu, mv), (mv, mu))]
         for lead, other, values, top in leads:
             second = other.take_along_axis(top, axis=-1).topk(2)[0][:, 1:]
             twice = ep.logical_and(lead < values[:, -1:], other < second)
             keep = ep.logical_and(keep, ep.logical_not(twice))
-    idx, keep = _compact(ep.arange(keep, n)[None, :] + ep.zeros_like(keep).astype(int), keep)
-    su, sv = mu.take_along_axis(idx, axis=-1), mv.take_along_axis(idx, axis=-1)
-    su, sv = ep.where(keep, su, neg_inf[:, :1]), ep.where(keep, sv, neg_inf[:, :1])
+    idx, keep = _true_positions(keep)  # (N, m), m the most survivors in a row: small
+    su, sv = u.take_along_axis(idx, axis=-1), v.take_along_axis(idx, axis=-1)
+    pad = ep.full_like(su[:, :1], -ep.inf)
+    su, sv = ep.where(keep, su, pad), ep.where(keep, sv, pad)
     order = (-su).argsort(axis=-1)  # decreasing u; -(-inf): the padding goes last
     idx, sv = idx.take_along_axis(order, axis=-1), sv.take_along_axis(order, axis=-1)
     keep = keep.take_along_axis(order, axis=-1)
-    pad = neg_inf[:, :1]
     first = _cummax(sv)  # running maximum, including the feature itself
     before = ep.concatenate([pad, first[:, :-1]], axis=-1)
     # running second largest: each feature raises it to min(the maximum before it, itself)
@@ -419,11 +416,31 @@ def _front(
     return _compact(idx, ep.logical_and(keep, ep.logical_not(second_before > sv)))
 
 
+def _true_positions(keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    """``_compact(arange(n), keep)``: the positions of each row's true entries, first first,
+    and which of the ``(N, size)`` entries are one. One pass over ``keep`` in torch (its
+    ``nonzero``), a ``topk`` elsewhere."""
+    if framework_of(keep) != "torch":
+        positions = ep.arange(keep, keep.shape[1])[None, :] + ep.zeros_like(keep).astype(int)
+        return _compact(positions, keep)
+    import torch
+
+    raw = keep.raw
+    counts = raw.sum(dim=-1)
+    size = max(1, int(counts.max().item()))
+    rows, cols = raw.nonzero(as_tuple=True)  # row-major: each row's positions in order
+    rank = torch.arange(len(rows), device=raw.device) - (counts.cumsum(0) - counts)[rows]
+    idx = torch.zeros((raw.shape[0], size), dtype=torch.long, device=raw.device)
+    taken = torch.zeros((raw.shape[0], size), dtype=torch.bool, device=raw.device)
+    idx[rows, rank], taken[rows, rank] = cols, True
+    return ep.astensor(idx), ep.astensor(taken)
+
+
 def _compact(idx: ep.Tensor, keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     """The entries of ``idx`` (``(N, m)``) where ``keep``, first in each row, cut to the
     largest count over the rows: ``(idx, keep)``."""
     m = idx.shape[1]
-    size = max(1, int(keep.astype(int).sum(axis=-1).max().item()))
+    size = max(1, int(count_true(keep).max().item()))
     if size == m:
         return idx, keep
     position = ep.arange(idx, m)[None, :]
@@ -442,7 +459,7 @@ def best_aligned_pairs(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.T
         return none, none, none > 0
     masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
     top, top_idx = masked.topk(2)
-    if bool(((masked >= top[:, 1:]).astype(int).sum(axis=-1) == 2).all().item()):
+    if bool((count_true(masked >= top[:, 1:]) == 2).all().item()):
         p, q = top_idx[:, 0], top_idx[:, 1]  # no ties: the two largest are the pair
     else:
         cols = ep.arange(a, n)[None, :].astype(int)
@@ -502,6 +519,14 @@ def framework_of(x: ep.Tensor) -> str:
     if module.startswith("tensorflow"):
         return "tensorflow"
     return "other"
+
+
+def count_true(mask: ep.Tensor) -> ep.Tensor:
+    """How many entries of each row of a boolean ``(N, n)`` are true, ``(N,)``: summed as
+    booleans where the framework can (no integer copy of the mask)."""
+    if framework_of(mask) in ("torch", "numpy", "jax"):
+        return mask.sum(axis=-1)
+    return mask.astype(int).sum(axis=-1)
 
 
 def stop_gradient(x: ep.Tensor) -> ep.Tensor:

@@ -31,6 +31,7 @@ from paperports.integrations.foolbox.saliency import (
     check_classes,
     check_inputs,
     class_scores,
+    count_true,
     framework_of,
     outputs_and_gradients,
     set_rows,
@@ -354,7 +355,7 @@ class SaliencyMapAttack(MinimizationAttack):
             )
             pred = z.argmax(axis=-1)
             done = pred == cls if mode == "targeted" else pred != cls
-            used = take_rows(changed, idx).astype(int).sum(axis=-1)
+            used = count_true(take_rows(changed, idx))
             not_done = ep.logical_not(done)
             for k, threshold in enumerate(thresholds):  # a run with this budget stops here
                 stops = ep.logical_and(not_done, used + per_step > threshold)
@@ -527,7 +528,7 @@ class SaliencyMapAttack(MinimizationAttack):
         ok = ep.logical_and(ok, before + per_step <= budget)
         ok = ep.logical_and(ok, going[:, None])
         ok = ep.logical_not(ok).astype(int).cumsum(axis=-1) == 0  # a run of pairs, then none
-        taken = ok.astype(int).sum(axis=-1)
+        taken = count_true(ok)
         pair_of = ep.arange(idx, 2 * left)[None, :] // 2  # the pair of each of the 2 * left
         chosen_j = ep.where(pair_of < taken[:, None], pair_of + j0, ep.full_like(idx, -1))
         marks = _scatter_rows(rank, idx, chosen_j)  # rank, or the new pair's j

@@ -163,3 +163,25 @@ def test_single_feature_choice_is_the_saliency_argmax(seed: int) -> None:
     s = torch.where(domain & (a > 0) & (b < 0), a * -b, torch.full_like(a, -1.0))
     assert torch.equal(found.raw, (s > -1).any(1))
     assert torch.equal(p.raw[found.raw], s.argmax(1)[found.raw])
+
+
+@pytest.mark.parametrize("framework", ["torch", "numpy", "jax"])
+def test_scatter_rows_writes_each_rows_values_at_its_indices(framework: str) -> None:
+    import numpy as np
+
+    from paperports.integrations.foolbox.saliency import scatter_rows
+
+    full = np.zeros((3, 5), dtype=np.float32)
+    idx = np.array([[0, 2], [1, 1], [4, 3]])
+    values = np.array([[1, 2], [3, 3], [5, 6]], dtype=np.float32)
+    if framework == "torch":
+        args = [torch.as_tensor(t) for t in (full, idx, values)]
+    elif framework == "jax":
+        jnp = pytest.importorskip("jax").numpy
+        args = [jnp.asarray(t) for t in (full, idx, values)]
+    else:
+        args = [full, idx, values]
+    out = scatter_rows(*(ep.astensor(t) for t in args))
+    expected = np.array([[1, 0, 2, 0, 0], [0, 3, 0, 0, 0], [0, 0, 0, 6, 5]], dtype=np.float32)
+    np.testing.assert_array_equal(np.asarray(out.numpy()), expected)
+    np.testing.assert_array_equal(full, 0)  # the input is left as it was

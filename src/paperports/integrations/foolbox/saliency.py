@@ -600,6 +600,31 @@ def set_rows(full: ep.Tensor, rows: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
     return ep.where(mask, values[source], full)
 
 
+def scatter_rows(full: ep.Tensor, idx: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
+    """``full`` (``(N, n)``) with ``values[r, k]`` at ``[r, idx[r, k]]``: each framework's own
+    scatter (eagerpy has none); where an index repeats in a row, its values must agree."""
+    raw, where, what = full.raw, idx.raw, values.raw
+    framework = framework_of(full)
+    out: Any = None
+    if framework == "torch":
+        out = raw.scatter(1, where, what)
+    elif framework == "jax":
+        rows = importlib.import_module("jax.numpy").arange(raw.shape[0])[:, None]
+        out = raw.at[rows, where].set(what)
+    elif framework == "numpy":
+        import numpy as np
+
+        out = np.array(raw, copy=True)
+        np.put_along_axis(out, np.asarray(where), np.asarray(what), axis=1)
+    if out is not None:
+        scattered: ep.Tensor = ep.astensor(out)
+        return scattered
+    cols = ep.arange(idx, full.shape[1])[None, :]
+    for k in range(idx.shape[1]):  # any other framework: one masked pass per column
+        full = ep.where(cols == idx[:, k : k + 1], values[:, k : k + 1], full)
+    return full
+
+
 def take_rows(full: ep.Tensor, rows: ep.Tensor) -> ep.Tensor:
     """``full[rows]`` for distinct, increasing ``rows``, without a copy when they are all
     of them."""

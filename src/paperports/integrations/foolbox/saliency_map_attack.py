@@ -32,8 +32,8 @@ from paperports.integrations.foolbox.saliency import (
     check_inputs,
     class_scores,
     count_true,
-    framework_of,
     outputs_and_gradients,
+    scatter_rows,
     set_rows,
     take_rows,
 )
@@ -338,6 +338,7 @@ class SaliencyMapAttack(MinimizationAttack):
         snapshots = [x for _ in thresholds]  # the state where each smaller budget stops
         frozen = [ep.zeros(x, (n_inputs,)).bool() for _ in thresholds]
         many = self.pairs_per_step > 1
+        sparse = not many and width == 1  # one pair of values per step: update by index
         for _ in range(self.max_steps(n // width)):
             idx = all_rows[active]
             if len(idx) == 0:
@@ -387,16 +388,22 @@ class SaliencyMapAttack(MinimizationAttack):
             if width > 1:  # pixels: the channels' sums, movable while any channel is
                 a_sel, b_sel = _pixels(a_sel, width, last), _pixels(b_sel, width, last)
                 domain_r = _pixels(domain_r.astype(int), width, last) > 0
-            picks, moves, used_fallback, used_before, rank = self._pick_many(
-                a_sel,
-                b_sel,
-                domain_r,
-                # only k > 1 counts the features each pair adds within the step
-                width - _pixels(changed_r.astype(int), width, last) if many else None,
-                take_rows(used, sel),
-                budget,
-                per_step,
-            )
+            if sparse:  # the paper's step on values: two indices, no (N, n) masks
+                at, found, by_fallback = self._pick(a_sel, b_sel, domain_r)
+                moves = found.astype(int)
+                used_fallback = ep.logical_and(by_fallback, found).astype(int)
+                rank = None
+            else:
+                picks, moves, used_fallback, used_before, rank = self._pick_many(
+                    a_sel,
+                    b_sel,
+                    domain_r,
+                    # only k > 1 counts the features each pair adds within the step
+                    width - _pixels(changed_r.astype(int), width, last) if many else None,
+                    take_rows(used, sel),
+                    budget,
+                    per_step,
+                )
             if width > 1:
                 picks = _features(picks, width, last)
                 rank = None if rank is None else _features(rank, width, last)
@@ -418,12 +425,27 @@ class SaliencyMapAttack(MinimizationAttack):
             fallbacks = set_rows(fallbacks, rows, take_rows(fallbacks, rows) + used_fallback)
             # inputs that succeeded, ran out of budget or found no feature to move stop here
             active = set_rows(active, rows, moved)
+            x0_r = take_rows(x0f, rows)
+            if sparse:  # change the chosen features only (an input that found none keeps its)
+                old = xr.take_along_axis(at, axis=-1)
+                new = ep.where(moved[:, None], ep.clip(old + delta, min_, max_), old)
+                reached = new >= max_ if sign > 0 else new <= min_
+                stays = ep.logical_and(
+                    domain_r.take_along_axis(at, axis=-1), ep.logical_not(reached)
+                )
+                differs = ep.logical_or(
+                    changed_r.take_along_axis(at, axis=-1), new != x0_r.take_along_axis(at, axis=-1)
+                )
+                x = set_rows(x, rows, scatter_rows(xr, at, new))
+                domain = set_rows(domain, rows, scatter_rows(domain_r, at, stays))
+                changed = set_rows(changed, rows, scatter_rows(changed_r, at, differs))
+                continue
             xr_new = ep.clip(xr + delta * picks.astype(x.dtype), min_, max_)
             x = set_rows(x, rows, xr_new)
             reached = xr_new >= max_ if sign > 0 else xr_new <= min_
             not_reached = ep.logical_not(reached)
             domain = set_rows(domain, rows, ep.logical_and(take_rows(domain, rows), not_reached))
-            newly = ep.logical_or(changed_r, xr_new != take_rows(x0f, rows))
+            newly = ep.logical_or(changed_r, xr_new != x0_r)
             changed = set_rows(changed, rows, newly)
         # rows a smaller budget never stopped ended as the longest run did
         final = [ep.where(f[:, None], snap, x) for f, snap in zip(frozen, snapshots, strict=True)]
@@ -452,8 +474,8 @@ class SaliencyMapAttack(MinimizationAttack):
         feature (pixel), how many features changing it would add to the L0 at most (needed
         for more than one pair per step); ``per_step`` bounds it for a step."""
         if self.pairs_per_step == 1:  # the paper's step: one pick, nothing to rank or count
-            chosen, moved, used_fallback = self._pick(a, b, domain)
-            picks = ep.logical_and(chosen, moved[:, None])
+            at, moved, used_fallback = self._pick(a, b, domain)
+            picks = ep.logical_and(_mask(at, domain.shape[1]), moved[:, None])
             fallbacks = ep.logical_and(used_fallback, moved).astype(int)
             return picks, moved.astype(int), fallbacks, [used], None
         assert fresh is not None
@@ -483,7 +505,8 @@ class SaliencyMapAttack(MinimizationAttack):
                     only_fallback,
                 )
             free = domain if j == 0 else ep.logical_and(domain, ep.logical_not(picks))
-            chosen, moved, used_fallback = self._pick(a, b, free)
+            at, moved, used_fallback = self._pick(a, b, free)
+            chosen = _mask(at, domain.shape[1])
             moved = ep.logical_and(moved, going)
             # no strict pair now, none later: the domain only shrinks
             only_fallback = bool(ep.logical_or(used_fallback, ep.logical_not(moved)).all().item())
@@ -531,7 +554,7 @@ class SaliencyMapAttack(MinimizationAttack):
         taken = count_true(ok)
         pair_of = ep.arange(idx, 2 * left)[None, :] // 2  # the pair of each of the 2 * left
         chosen_j = ep.where(pair_of < taken[:, None], pair_of + j0, ep.full_like(idx, -1))
-        marks = _scatter_rows(rank, idx, chosen_j)  # rank, or the new pair's j
+        marks = scatter_rows(ep.full_like(rank, -1), idx, chosen_j)  # -1, or the new pair's j
         newly = ep.logical_and(marks >= 0, ep.logical_not(picks))
         rank = ep.where(newly, marks, rank)
         picks = ep.logical_or(picks, newly)
@@ -545,10 +568,10 @@ class SaliencyMapAttack(MinimizationAttack):
     def _pick(
         self, a: ep.Tensor, b: ep.Tensor, domain: ep.Tensor
     ) -> tuple[ep.Tensor, ep.Tensor, ep.Tensor]:
-        """Boolean ``(N, n)`` of the features to change, whether any was found ``(N,)``, and
-        whether the fallback chose them ``(N,)`` (no feature satisfied the strict rule)."""
+        """The features to change, ``(N, 2)`` indices (``(N, 1)`` for single features),
+        whether any was found ``(N,)``, and whether the fallback chose them ``(N,)`` (no
+        feature satisfied the strict rule)."""
         n = a.shape[1]
-        cols = ep.arange(a, n)[None, :]
         if self.pairwise:
             if self.outputs == "probabilities":  # b = -a exactly: no check needed
                 p, q, found = best_aligned_pairs(a, domain)
@@ -561,17 +584,16 @@ class SaliencyMapAttack(MinimizationAttack):
                 fallback_ok = top.sum(axis=-1) > 0
                 p = ep.where(found, p, top_idx[:, 0])
                 q = ep.where(found, q, top_idx[:, -1])
-            picks = ep.logical_or(cols == p[:, None], cols == q[:, None])
+            at = ep.stack([p, q], axis=1)
         else:
             p, found = best_features(a, b, domain)
             masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
             fallback_ok = masked.max(axis=-1) > 0
-            p = ep.where(found, p, masked.argmax(axis=-1))
-            picks = cols == p[:, None]
+            at = ep.where(found, p, masked.argmax(axis=-1))[:, None]
         if not self.fallback:
             fallback_ok = ep.zeros(found, found.shape).bool()
         used_fallback = ep.logical_and(ep.logical_not(found), fallback_ok)
-        return picks, ep.logical_or(found, fallback_ok), used_fallback
+        return at, ep.logical_or(found, fallback_ok), used_fallback
 
 
 JSMA = SaliencyMapAttack
@@ -678,23 +700,13 @@ def _runner_up(z: ep.Tensor, labels: ep.Tensor) -> ep.Tensor:
     return masked.argmax(axis=-1)
 
 
-def _scatter_rows(base: ep.Tensor, idx: ep.Tensor, values: ep.Tensor) -> ep.Tensor:
-    """``(N, n)`` of ``-1``, with ``values[r, k]`` at ``[r, idx[r, k]]`` (``idx`` distinct per
-    row): each framework's own scatter."""
-    raw, where, what = base.raw, idx.raw, values.raw
-    framework = framework_of(base)
-    if framework == "torch":
-        import torch
-
-        return ep.astensor(torch.full_like(raw, -1).scatter(1, where, what))
-    if framework == "jax":
-        import jax.numpy as jnp
-
-        rows = jnp.arange(raw.shape[0])[:, None]
-        return ep.astensor(jnp.full_like(raw, -1).at[rows, where].set(what))
-    out = np.full_like(np.asarray(raw), -1)
-    np.put_along_axis(out, np.asarray(where), np.asarray(what), axis=1)
-    return ep.astensor(out)
+def _mask(at: ep.Tensor, n: int) -> ep.Tensor:
+    """Boolean ``(N, n)``: true at the indices ``at`` ``(N, k)`` of each row."""
+    cols = ep.arange(at, n)[None, :]
+    mask = cols == at[:, :1]
+    for k in range(1, at.shape[1]):
+        mask = ep.logical_or(mask, cols == at[:, k : k + 1])
+    return mask
 
 
 def _pixel_layout(per_pixel: bool, shape: tuple[int, ...], model: Model) -> tuple[int, bool]:

@@ -309,23 +309,15 @@ def _write_setups(report: Report, setups: dict[str, dict[str, object]]) -> None:
         f"{best['WJSMA'].success_rate:.2%} at {best['WJSMA'].mean_l0:.2%}, TJSMA "
         f"{best['TJSMA'].success_rate:.2%} at {best['TJSMA'].mean_l0:.2%} (table above)."
     )
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    curves = []
     for rule, run in best.items():
         assert run.curve is not None and run.epsilons is not None
-        ax.plot(np.array(run.epsilons) / 784 * 100, run.curve.mean(1) * 100, label=rule)
-    ax.scatter(
-        [PAPER["mean_l0_fraction"] * 100],
-        [PAPER["success_rate"] * 100],
-        marker="*",
-        s=120,
-        color="black",
-        zorder=5,
-        label="paper (MNIST, JSMA): success at its mean L0",
+        curves.append((rule, np.array(run.epsilons) / 784, run.curve.mean(1)))
+    fig = _success_curves(
+        curves,
+        "paper (MNIST, JSMA): success at its mean L0",
+        "L0 budget epsilon (% of the 784 features)",
     )
-    ax.set_xlabel("L0 budget epsilon (% of the 784 features)")
-    ax.set_ylabel("success rate (%)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
     report.figure(
         fig,
         "robustness_curve",
@@ -359,6 +351,30 @@ def _write_many(report: Report, faithful: list[AttackRun], many: list[AttackRun]
         "derivative; on 784 features it trades a few changed features for speed. Images/s "
         "on this machine, one process; the 3x224x224 rows are in `paperports bench jsma`."
     )
+
+
+def _success_curves(
+    curves: list[tuple[str, np.ndarray, np.ndarray]], paper_label: str, xlabel: str
+) -> Figure:
+    """Success rate against the L0 budget, one line per ``(label, budgets, success)``
+    (fractions), with the paper's success at its mean L0 as a star."""
+    fig, ax = plt.subplots(figsize=(5.5, 3.6))
+    for label, budgets, success in curves:
+        ax.plot(budgets * 100, success * 100, label=label)
+    ax.scatter(
+        [PAPER["mean_l0_fraction"] * 100],
+        [PAPER["success_rate"] * 100],
+        marker="*",
+        s=120,
+        color="black",
+        zorder=5,
+        label=paper_label,
+    )
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("success rate (%)")
+    ax.legend(fontsize=7)
+    ax.grid(alpha=0.3)
+    return fig
 
 
 def _share(run: AttackRun) -> str:
@@ -557,22 +573,11 @@ def _write(
         "success on 8x8 comes from (compare the within-budget column)."
     )
     budgets = np.linspace(0.0, UPSILON, 30)
-    fig, ax = plt.subplots(figsize=(5.5, 3.6))
-    for r in [*runs, art]:
-        ax.plot(budgets * 100, r.success_within(budgets) * 100, label=r.name)
-    ax.scatter(
-        [PAPER["mean_l0_fraction"] * 100],
-        [PAPER["success_rate"] * 100],
-        marker="*",
-        s=120,
-        color="black",
-        zorder=5,
-        label=f"paper (MNIST): {PAPER['success_rate']:.2%} at {PAPER['mean_l0_fraction']:.2%} mean",
+    fig = _success_curves(
+        [(r.name, budgets, r.success_within(budgets)) for r in [*runs, art]],
+        f"paper (MNIST): {PAPER['success_rate']:.2%} at {PAPER['mean_l0_fraction']:.2%} mean",
+        "maximum distortion Upsilon (% of features)",
     )
-    ax.set_xlabel("maximum distortion Upsilon (% of features)")
-    ax.set_ylabel("success rate (%)")
-    ax.legend(fontsize=7)
-    ax.grid(alpha=0.3)
     report.figure(
         fig,
         "success_vs_budget",

@@ -25,7 +25,13 @@ import torch
 from torch import nn
 
 from paperports.adapters.digits import DigitsCNN, digits_classifier, load_digits_tensors
-from paperports.benchmarking import BenchResult, BenchRow, paired_median_times, peak_memory_mb
+from paperports.benchmarking import (
+    BenchResult,
+    BenchRow,
+    median_time,
+    paired_median_times,
+    peak_memory_mb,
+)
 from paperports.experiments.jsma.common import AttackRun, all_other_targets, run_art, run_ours
 from paperports.experiments.jsma.reference import dense_jsma
 from paperports.integrations.foolbox import SaliencyMapAttack
@@ -303,15 +309,6 @@ def _derivative_share(attack_once: Callable[[], object]) -> tuple[float, float]:
     return seconds["_attack"], seconds["outputs_and_gradients"]
 
 
-def _median_seconds(run: Callable[[], object], repeats: int = REPEATS) -> float:
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
-
-
 def _large_inputs(ctx: RunContext) -> list[BenchRow]:
     model = _cnn224(ctx.seed)
     fmodel = fb.PyTorchModel(model, bounds=(0.0, 1.0), device="cpu")
@@ -337,7 +334,7 @@ def _large_inputs(ctx: RunContext) -> list[BenchRow]:
             if many == 1:  # the step and its floor timed alternately: drift hits both
                 sec, floor = paired_median_times(attack_once, derivative, repeats=REPEATS)
             else:
-                sec = _median_seconds(attack_once)
+                sec = median_time(attack_once, repeats=REPEATS, warmup=0)
             assert attack.last_statistics is not None
             pairs = attack.last_statistics.steps
             if int(pairs.min()) != LARGE_STEPS * many:

@@ -81,8 +81,13 @@ def peak_memory_mb(setup: Callable[..., Callable[[], Any]], *args: Any) -> float
 
 def _peak_in_fresh_process(setup: Callable[..., Callable[[], Any]], *args: Any) -> float:
     work = setup(*args)
-    with open("/proc/self/clear_refs", "w") as clear:  # reset VmHWM to the current VmRSS
-        clear.write("5")
+    try:
+        with open("/proc/self/clear_refs", "w") as clear:  # reset VmHWM to the current VmRSS
+            clear.write("5")
+    except OSError as err:
+        raise RuntimeError(
+            f"peak_memory_mb reads Linux's /proc/self (VmRSS, VmHWM); here it could not: {err}"
+        ) from err
     before = _status_kb("VmRSS")
     work()
     return (_status_kb("VmHWM") - before) / 1024

@@ -107,6 +107,24 @@ CONFIG = [
     case("DigitsCNN size=0", lambda: DigitsCNN(0), "size"),
     case("digits_classifier epochs=0", lambda: digits_classifier(8, epochs=0), "epochs"),
     case("digits_classifier size=7", lambda: digits_classifier(7), "size"),
+    case("digits strokes='bold'", lambda: load_digits_tensors(28, strokes="bold"), "strokes"),
+    case("digits sharp at size 8", lambda: load_digits_tensors(8, strokes="sharp"), "strokes"),
+    case("DigitsCNN channels=0", lambda: DigitsCNN(28, channels=0), "channels"),
+    case(
+        "digits_classifier architecture='resnet'",
+        lambda: digits_classifier(28, architecture="resnet"),
+        "architecture",
+    ),
+    case(
+        "digits_classifier lenet at size 8",
+        lambda: digits_classifier(8, architecture="lenet"),
+        "architecture='lenet'",
+    ),
+    case(
+        "digits_classifier strokes='bold'",
+        lambda: digits_classifier(28, strokes="bold"),
+        "strokes",
+    ),
     case("stdlib_documents min_sentences=0", lambda: stdlib_documents(0), "min_sentences"),
     case("LogitsModel of a function", lambda: LogitsModel(lambda x: x), "model"),
 ]

@@ -56,6 +56,8 @@ CONFIG = [
     case("norm eps=-1", lambda: RecurrentBatchNorm(3, 4, eps=-1.0), "eps"),
     case("norm momentum=2", lambda: RecurrentBatchNorm(3, 4, momentum=2), "momentum"),
     case("norm gamma_init=nan", lambda: RecurrentBatchNorm(3, 4, gamma_init=float("nan")), "gamma"),
+    case("norm reserve_steps=-1", lambda: RecurrentBatchNorm(3, 4).reserve_steps(-1), "steps"),
+    case("lstm reserve_steps=2.5", lambda: BNLSTM(3, 4).reserve_steps(2.5), "steps"),  # type: ignore[arg-type]
 ]
 
 DTYPE = [

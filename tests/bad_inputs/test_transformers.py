@@ -106,6 +106,9 @@ CONFIG = [
             ("bn_eps", 0.0),
             ("classifier_dropout", -1),
             ("initializer_range", -1),
+            ("statistics_steps", 0),
+            ("statistics_steps", 2000),  # more than t_max = 1000
+            ("statistics_steps", 3.0),
         ]
     ],
 ]

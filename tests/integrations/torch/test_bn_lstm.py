@@ -115,14 +115,14 @@ def test_eval_runs_past_t_max_with_the_last_statistics() -> None:
     out, _ = lstm(x)
     copied = BNLSTM(2, 3, t_max=40).eval()
     state = lstm.state_dict()
-    for key, value in copied.state_dict().items():
-        if key.endswith(("running_mean", "running_var")):
-            rows = state[key][torch.arange(40).clamp(max=3)]  # step t uses min(t, 3)'s
-            value.copy_(rows)
+    rows = torch.arange(40).clamp(max=3)  # step t uses min(t, 3)'s statistics
+    for key, value in list(state.items()):
+        if key.endswith(("running_mean", "running_var", "batches_tracked")):
+            state[key] = value[rows]
         elif key.endswith("steps_tracked"):
-            value.fill_(40)
-        elif not key.endswith("batches_tracked"):
-            value.copy_(state[key])
+            state[key] = torch.tensor(40)
+    copied.load_state_dict(state)  # 40 steps of statistics: the buffers take that size
+    assert copied.bn_c_l0.allocated_steps == 40
     expected, _ = copied(x)
     torch.testing.assert_close(out, expected)
     assert torch.isfinite(out).all()

@@ -30,7 +30,7 @@ def test_each_step_keeps_its_own_running_statistics() -> None:
     bn(x)
     torch.testing.assert_close(bn.running_mean[:5], x.mean(dim=1))
     torch.testing.assert_close(bn.running_var[:5], x.var(dim=1, unbiased=True))
-    assert torch.equal(bn.running_mean[5:], torch.zeros(5, 3))
+    assert bn.running_mean.shape == (5, 3)  # the steps trained, not t_max = 10
     assert int(bn.steps_tracked) == 5
 
 

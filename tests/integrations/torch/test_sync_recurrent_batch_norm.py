@@ -158,6 +158,30 @@ def test_update_bn_on_two_processes_averages_over_all_their_batches(tmp_path: Pa
             torch.testing.assert_close(got, expected)
 
 
+def _ragged_update_bn_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
+    """Process 0 sees sequences of 3 steps, process 1 of 5: their statistics have grown to
+    different sizes before they are summed."""
+    with gloo_group(rank, port, world_size=2):
+        model = _model()
+        update_bn(_ragged_batches()[2 * rank : 2 * rank + 2], model)
+        torch.save(
+            {"buffers": [b.clone() for b in model.buffers()]}, Path(out_dir) / f"rank{rank}.pt"
+        )
+
+
+def _ragged_batches() -> list[torch.Tensor]:
+    return [b[:, : 3 if k < 2 else 5] for k, b in enumerate(_batches())]
+
+
+def test_update_bn_on_two_processes_that_saw_different_lengths(tmp_path: Path) -> None:
+    single = _model()
+    update_bn(_ragged_batches(), single)
+    assert single.bn_c_l0.allocated_steps == 5
+    for rank in _two_processes(False, tmp_path / "ragged", _ragged_update_bn_worker):
+        for got, expected in zip(rank["buffers"], single.buffers(), strict=True):
+            torch.testing.assert_close(got, expected)
+
+
 def _group_of_one_worker(rank: int, port: int, sync: bool, out_dir: str) -> None:
     """One process in an initialised group: packed input, converted model, training."""
     with gloo_group(rank, port, world_size=1):

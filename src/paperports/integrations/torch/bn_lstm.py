@@ -118,6 +118,12 @@ class BNLSTMCell(nn.Module):
         ``gamma_init``."""
         _reset_layer(_LayerParams.of(self), self.forget_bias)
 
+    def reserve_steps(self, steps: int) -> None:
+        """Room for the statistics of ``steps`` steps in each batch norm (see
+        :meth:`RecurrentBatchNorm.reserve_steps`; training grows them by itself)."""
+        for norm in (self.bn_ih, self.bn_hh, self.bn_c):
+            norm.reserve_steps(steps)
+
     @property
     def gate_bias(self) -> Tensor | None:
         """The paper's gate bias :math:`b`: ``bias_ih + bias_hh`` (``nn.LSTMCell``'s two
@@ -320,6 +326,14 @@ class BNLSTM(nn.Module):
         for layer in range(self.num_layers):
             for direction in range(self._directions):
                 _reset_layer(self._layer(layer, direction), self.forget_bias)
+
+    def reserve_steps(self, steps: int) -> None:
+        """Room for the statistics of ``steps`` steps (at most ``t_max``) in every batch
+        norm. Training grows them by itself, to the steps it reaches; reserving ahead fixes
+        the buffers' size, for example before capturing a training step in a graph."""
+        for norm in self.children():
+            if isinstance(norm, RecurrentBatchNorm):
+                norm.reserve_steps(steps)
 
     @property
     def all_weights(self) -> list[list[nn.Parameter]]:

@@ -50,9 +50,28 @@ class ScriptRecurrentBatchNorm(nn.Module):
         for name in ("running_mean", "running_var", "steps_tracked", "batches_tracked"):
             self.register_buffer(name, getattr(norm, name))
 
+    def reserve(self, steps: int) -> None:
+        """:meth:`RecurrentBatchNorm.reserve_steps`: room for the statistics of ``steps``
+        steps (at most ``t_max``), grown in place so the eager module sees them too."""
+        steps = min(steps, self.t_max)
+        have = self.running_mean.shape[0]
+        if steps > have:
+            with torch.no_grad():
+                features = self.running_mean.shape[1]
+                extra = steps - have
+                self.running_mean.set_(  # type: ignore[call-overload]
+                    torch.cat([self.running_mean, self.running_mean.new_zeros([extra, features])])
+                )
+                self.running_var.set_(  # type: ignore[call-overload]
+                    torch.cat([self.running_var, self.running_var.new_ones([extra, features])])
+                )
+                self.batches_tracked.set_(  # type: ignore[call-overload]
+                    torch.cat([self.batches_tracked, self.batches_tracked.new_zeros([extra])])
+                )
+
     def _running(self, t: int) -> tuple[Tensor, Tensor]:
         """Step ``t``'s running statistics, or the last tracked step's past it."""
-        last = self.steps_tracked.clamp(min=1, max=self.t_max) - 1
+        last = self.steps_tracked.clamp(min=1, max=self.running_mean.shape[0]) - 1
         step = torch.minimum(torch.full_like(last, t), last).view(1)
         return self.running_mean.index_select(0, step)[0], self.running_var.index_select(0, step)[0]
 
@@ -127,6 +146,10 @@ class ScriptBNLSTMLayer(nn.Module):
         self, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None
     ) -> tuple[Tensor, Tensor, Tensor]:
         wx = F.linear(x, self.weight_ih)
+        if self.training:
+            self.bn_ih.reserve(x.shape[0])
+            self.bn_hh.reserve(x.shape[0])
+            self.bn_c.reserve(x.shape[0])
         outputs: list[Tensor] = []
         for t in range(x.shape[0]):
             m: Tensor | None = None

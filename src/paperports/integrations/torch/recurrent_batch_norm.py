@@ -45,6 +45,14 @@ class RecurrentBatchNorm(nn.Module):
     longest sequence is unique) is normalised with that step's running statistics instead,
     as in evaluation, and leaves them unchanged.
 
+    The statistics grow with training: a new module holds those of step 0 (mean 0,
+    variance 1) and training at steps past the ones held adds theirs, up to ``t_max``, so a
+    module trained on sequences of 100 steps saves 100 steps' statistics whatever its
+    ``t_max`` (``allocated_steps``; :meth:`reserve_steps` makes room ahead of time).
+    ``load_state_dict`` takes statistics of any length up to ``t_max`` and resizes to it.
+    Growing replaces a buffer's storage in place, so what holds the buffer (a
+    ``DistributedDataParallel`` wrapper, a scripted twin) sees the new one.
+
     ``torch.optim.swa_utils.update_bn`` recomputes these statistics too (it looks for
     ``nn.BatchNorm`` layers; each recurrent batch norm holds a stateless handle that it
     finds); :func:`update_bn` does the same and also keeps the trained statistics if it
@@ -101,10 +109,11 @@ class RecurrentBatchNorm(nn.Module):
         factory: dict[str, Any] = {"device": device, "dtype": dtype}
         self.weight = nn.Parameter(torch.empty(num_features, **factory))
         self.bias = nn.Parameter(torch.empty(num_features, **factory)) if bias else None
-        self.register_buffer("running_mean", torch.zeros(t_max, num_features, **factory))
-        self.register_buffer("running_var", torch.ones(t_max, num_features, **factory))
+        # statistics for step 0 only: they grow with the steps trained (reserve_steps)
+        self.register_buffer("running_mean", torch.zeros(1, num_features, **factory))
+        self.register_buffer("running_var", torch.ones(1, num_features, **factory))
         self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long, device=device))
-        self.register_buffer("batches_tracked", torch.zeros(t_max, dtype=torch.long, device=device))
+        self.register_buffer("batches_tracked", torch.zeros(1, dtype=torch.long, device=device))
         self._swa_update_bn = _SwaUpdateBnHandle(self)
         self.reset_parameters()
 
@@ -121,11 +130,77 @@ class RecurrentBatchNorm(nn.Module):
         self.reset_running_stats()
 
     def reset_running_stats(self) -> None:
-        """Forget the running statistics (``gamma`` and ``beta`` stay)."""
+        """Forget the running statistics (``gamma`` and ``beta`` stay; so does the number of
+        steps allocated)."""
         self.running_mean.zero_()
         self.running_var.fill_(1.0)
         self.steps_tracked.zero_()
         self.batches_tracked.zero_()
+
+    @property
+    def allocated_steps(self) -> int:
+        """The steps whose statistics the buffers hold now (``1 .. t_max``)."""
+        return int(self.running_mean.shape[0])
+
+    def reserve_steps(self, steps: int) -> None:
+        """Make room for the statistics of steps ``0 .. steps - 1`` (at most ``t_max``): the
+        new steps start untracked, at mean 0 and variance 1. Never shrinks. Training calls
+        it; call it yourself to fix the buffers' size ahead of graph capture, for example."""
+        steps = check_int("steps", steps, minimum=0, who=type(self).__name__)
+        steps = min(steps, self.t_max)
+        if steps > self.allocated_steps:
+            self._resize_statistics(steps)
+
+    @torch.no_grad()
+    def _resize_statistics(self, steps: int) -> None:
+        """Statistics buffers for exactly ``steps`` steps: the first ones kept, new ones
+        untracked. In place (``Tensor.set_``), so holders of the buffers see the change;
+        under ``torch.compile``, which cannot trace that, the buffers are replaced."""
+        keep = min(steps, self.allocated_steps)
+        extra = steps - keep
+        resized = {
+            "running_mean": torch.cat(
+                [self.running_mean[:keep], self.running_mean.new_zeros(extra, self.num_features)]
+            ),
+            "running_var": torch.cat(
+                [self.running_var[:keep], self.running_var.new_ones(extra, self.num_features)]
+            ),
+            "batches_tracked": torch.cat(
+                [self.batches_tracked[:keep], self.batches_tracked.new_zeros(extra)]
+            ),
+        }
+        for name, value in resized.items():
+            if torch.compiler.is_compiling():
+                setattr(self, name, value)  # dynamo records it (and recompiles for the shape)
+            else:
+                getattr(self, name).set_(value)
+
+    def _load_from_state_dict(
+        self,
+        state_dict: dict[str, Any],
+        prefix: str,
+        local_metadata: dict[str, Any],
+        strict: bool,
+        missing_keys: list[str],
+        unexpected_keys: list[str],
+        error_msgs: list[str],
+    ) -> None:
+        """As ``nn.Module``'s, after resizing the statistics to those being loaded (any
+        number of steps from 1 to ``t_max``); more than ``t_max`` is an error naming it."""
+        mean = state_dict.get(prefix + "running_mean")
+        if isinstance(mean, Tensor) and mean.dim() == 2 and mean.shape[1] == self.num_features:
+            steps = int(mean.shape[0])
+            if steps > self.t_max:
+                error_msgs.append(
+                    f"{prefix}running_mean holds the statistics of {steps} steps, more than "
+                    f"this module's t_max={self.t_max}: build it with t_max >= {steps}"
+                )
+                return
+            if steps >= 1 and steps != self.allocated_steps:
+                self._resize_statistics(steps)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
     def synchronises(self) -> bool:
         """Whether batch statistics are shared across processes now (see
@@ -155,10 +230,10 @@ class RecurrentBatchNorm(nn.Module):
 
     def last_tracked_step(self) -> Tensor:
         """The last step whose statistics evaluation may use, as a 0-d tensor:
-        ``min(t_max, steps_tracked) - 1`` (step 0 before any training). A tensor, so that
+        ``min(allocated_steps, steps_tracked) - 1`` (step 0 before any training). A tensor, so that
         graph capture (``torch.compile``, ``torch.export``, ``torch.jit.trace``) keeps it a
         value of the model's state rather than a constant of the trace."""
-        return self.steps_tracked.clamp(min=1, max=self.t_max) - 1
+        return self.steps_tracked.clamp(min=1, max=self.allocated_steps) - 1
 
     def running_statistics(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
         """The running mean and variance that steps ``start .. start + steps - 1`` use in
@@ -229,6 +304,7 @@ class RecurrentBatchNorm(nn.Module):
         if n_keep == 0:
             return
         mean, var, count = mean[:n_keep], var[:n_keep], count[:n_keep]
+        self.reserve_steps(start + n_keep)
         ok = count > 1  # (T, 1): one sequence gives no variance estimate
         finite = torch.isfinite(mean).all(-1, keepdim=True) & torch.isfinite(var).all(
             -1, keepdim=True

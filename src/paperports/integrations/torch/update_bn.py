@@ -140,7 +140,11 @@ def _all_reduce_statistics(
     for norm in norms:
         if isinstance(norm, SyncRecurrentBatchNorm):
             continue
-        weight = norm.batches_tracked.to(norm.running_mean.dtype)[:, None]  # (t_max, 1)
+        # the statistics grow with the steps each process saw: one size for the sum
+        steps = torch.tensor([norm.allocated_steps], dtype=torch.long)
+        dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=group)
+        norm.reserve_steps(int(steps))
+        weight = norm.batches_tracked.to(norm.running_mean.dtype)[:, None]  # (steps, 1)
         sums = torch.cat([weight * norm.running_mean, weight * norm.running_var, weight], dim=1)
         dist.all_reduce(sums, group=group)
         batches = sums[:, -1:]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -89,6 +90,71 @@ def test_save_and_load_round_trip_exactly_with_running_statistics(tmp_path: Path
     ):
         assert k == k2 and torch.equal(v, v2), k
     torch.testing.assert_close(loaded(ids).logits, model(ids).logits, rtol=0, atol=0)
+
+
+def _statistics_sizes(model: torch.nn.Module) -> set[int]:
+    return {int(v.shape[0]) for k, v in model.state_dict().items() if k.endswith("running_mean")}
+
+
+def _same_state(a: torch.nn.Module, b: torch.nn.Module) -> None:
+    for (k, v), (k2, v2) in zip(a.state_dict().items(), b.state_dict().items(), strict=True):
+        assert k == k2 and torch.equal(v, v2), k
+
+
+def test_a_checkpoint_holds_the_statistics_of_the_steps_trained(tmp_path: Path) -> None:
+    """t_max = 1000, trained at 10 steps: the checkpoint holds 10 steps of statistics and
+    its config says so, and from_pretrained builds buffers of that size."""
+    torch.manual_seed(0)
+    model = BnLstmForCausalLM(
+        BnLstmConfig(vocab_size=30, hidden_size=16, num_hidden_layers=2, t_max=1000)
+    )
+    assert _statistics_sizes(model) == {1}
+    ids = torch.randint(0, 30, (4, 10))
+    model(ids, labels=ids).loss.backward()
+    model.save_pretrained(tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["statistics_steps"] == 10
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert _statistics_sizes(loaded) == {10}
+    _same_state(model, loaded)
+    small = (tmp_path / "model.safetensors").stat().st_size
+    model.bn_lstm.encoder.reserve_steps(1000)
+    model.save_pretrained(tmp_path / "full")
+    assert small < 0.1 * (tmp_path / "full" / "model.safetensors").stat().st_size
+
+
+def test_a_checkpoint_saved_before_statistics_grew_still_loads(tmp_path: Path) -> None:
+    """Such a checkpoint held t_max steps and its config had no statistics_steps."""
+    torch.manual_seed(0)
+    model = BnLstmForCausalLM(_tiny())
+    ids = torch.randint(0, 30, (4, 6))
+    model(ids, labels=ids).loss.backward()
+    model.bn_lstm.encoder.reserve_steps(12)  # t_max rows, as every model once had
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    del config["statistics_steps"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    loaded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert loaded.config.statistics_steps == 12
+    _same_state(model, loaded)
+
+
+def test_statistics_that_do_not_fit_the_config_are_refused_not_reinitialised(
+    tmp_path: Path,
+) -> None:
+    """Statistics of another size than the config says are refused (transformers' own
+    check), not silently re-initialised; ignore_mismatched_sizes=True accepts that."""
+    torch.manual_seed(0)
+    model = BnLstmForCausalLM(_tiny())
+    ids = torch.randint(0, 30, (4, 6))
+    model(ids, labels=ids).loss.backward()
+    model.save_pretrained(tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    config["statistics_steps"] = 3
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(RuntimeError, match="ignore_mismatched_sizes"):
+        BnLstmForCausalLM.from_pretrained(tmp_path)
+    loaded = BnLstmForCausalLM.from_pretrained(tmp_path, ignore_mismatched_sizes=True)
+    assert _statistics_sizes(loaded) == {3}
 
 
 def test_causal_lm_loss_is_shifted_cross_entropy() -> None:

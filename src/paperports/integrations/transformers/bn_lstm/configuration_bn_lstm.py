@@ -36,6 +36,12 @@ class BnLstmConfig(PreTrainedConfig):
         t_max (`int`, *optional*, defaults to 1000):
             Time steps that keep their own batch statistics; later steps reuse the last.
             (Named `t_max`, not `max_length`, which transformers reserves for generation.)
+        statistics_steps (`int`, *optional*, defaults to 1):
+            Time steps whose running statistics the model's buffers hold when it is built
+            (1 to `t_max`). Training grows them to the steps it reaches, so a new model
+            holds step 0's; `save_pretrained` records how many the saved model holds, so
+            that `from_pretrained` builds buffers of that size. A saved configuration from
+            before this setting existed held `t_max` steps, and loads as such.
         gamma_init (`float`, *optional*, defaults to 0.1):
             Initial batch-norm scale; the paper's 0.1, since 1.0 hampers gradient flow.
         forget_bias (`float`, *optional*, defaults to 1.0):
@@ -69,6 +75,7 @@ class BnLstmConfig(PreTrainedConfig):
         bidirectional: bool = False,
         dropout: float = 0.0,
         t_max: int = 1000,
+        statistics_steps: int = 1,
         gamma_init: float = 0.1,
         forget_bias: float = 1.0,
         bn_momentum: float = 0.1,
@@ -93,6 +100,12 @@ class BnLstmConfig(PreTrainedConfig):
             ("t_max", t_max),
         ]:
             check_int(name, value, minimum=1, who=who)
+        check_int("statistics_steps", statistics_steps, minimum=1, who=who)
+        if statistics_steps > t_max:
+            raise ValueError(
+                f"{who}: statistics_steps={statistics_steps} is more than t_max={t_max}: the "
+                "statistics of at most t_max steps are kept"
+            )
         if input_size is not None:
             check_int("input_size", input_size, minimum=1, who=who)
         bidirectional = check_bool("bidirectional", bidirectional, who=who)
@@ -112,6 +125,7 @@ class BnLstmConfig(PreTrainedConfig):
         self.bidirectional = bidirectional
         self.dropout = dropout
         self.t_max = t_max
+        self.statistics_steps = statistics_steps
         self.gamma_init = gamma_init
         self.forget_bias = forget_bias
         self.bn_momentum = bn_momentum
@@ -119,3 +133,12 @@ class BnLstmConfig(PreTrainedConfig):
         self.classifier_dropout = classifier_dropout
         self.initializer_range = initializer_range
         super().__init__(**kwargs)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any) -> Any:
+        """As transformers' ``from_dict``; a configuration saved before `statistics_steps`
+        existed (one with a `transformers_version` and no `statistics_steps`) belongs to
+        a model that held the statistics of `t_max` steps, and gets that many."""
+        if "statistics_steps" not in config_dict and "transformers_version" in config_dict:
+            config_dict = {**config_dict, "statistics_steps": config_dict.get("t_max", 1000)}
+        return super().from_dict(config_dict, **kwargs)

@@ -55,6 +55,23 @@ class BnLstmPreTrainedModel(CheckedPreTrainedModel):
     base_model_prefix = "bn_lstm"
     main_input_name = "input_ids"
 
+    def save_pretrained(self, save_directory: Any, *args: Any, **kwargs: Any) -> Any:
+        """:meth:`transformers.PreTrainedModel.save_pretrained`, recording in the config how
+        many steps of running statistics the model holds (``config.statistics_steps``), so
+        that ``from_pretrained`` builds buffers of that size. Every batch norm is brought to
+        the largest number first; a ``state_dict`` passed in must hold one number of steps.
+        """
+        norms = [m for m in self.modules() if isinstance(m, RecurrentBatchNorm)]
+        if norms:
+            steps = max(norm.allocated_steps for norm in norms)
+            for norm in norms:
+                norm.reserve_steps(steps)
+            state_dict = kwargs.get("state_dict")
+            if state_dict is not None:
+                steps = _statistics_steps(state_dict, steps)
+            self.config.statistics_steps = steps
+        return super().save_pretrained(save_directory, *args, **kwargs)
+
     def _init_weights(self, module: nn.Module) -> None:
         if isinstance(module, (BNLSTM, BNLSTMCell, RecurrentBatchNorm)):
             module.reset_parameters()  # gamma = gamma_init, statistics reset
@@ -64,6 +81,22 @@ class BnLstmPreTrainedModel(CheckedPreTrainedModel):
                 nn.init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             nn.init.normal_(module.weight, std=self.config.initializer_range)
+
+
+def _statistics_steps(state_dict: dict[str, Any], default: int) -> int:
+    """The one number of steps of every running mean in ``state_dict`` (``default`` if it
+    has none); a ``ValueError`` if they differ."""
+    sizes = {
+        key: int(value.shape[0])
+        for key, value in state_dict.items()
+        if key.endswith(".running_mean") and isinstance(value, torch.Tensor) and value.dim() == 2
+    }
+    if len(set(sizes.values())) > 1:
+        raise ValueError(
+            "save_pretrained: the state_dict's running statistics hold different numbers of "
+            f"steps ({sizes}); from_pretrained builds one size for all (config.statistics_steps)"
+        )
+    return next(iter(sizes.values()), default)
 
 
 def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> torch.Tensor | None:
@@ -115,6 +148,7 @@ class BnLstmModel(BnLstmPreTrainedModel):
             momentum=config.bn_momentum,
             eps=config.bn_eps,
         )
+        self.encoder.reserve_steps(config.statistics_steps)
         self.post_init()
 
     def get_input_embeddings(self) -> nn.Module:

@@ -36,8 +36,18 @@ def test_the_pages_do_state_figures_from_files() -> None:
 def test_every_results_file_records_its_command_and_commit(path: Path) -> None:
     provenance = json.loads(path.read_text())["provenance"]
     command = provenance["command"]
-    assert command.startswith(("paperports reproduce ", "paperports bench ", "python benchmarks/"))
-    if command.startswith("python "):  # a committed script
+    assert command.startswith(
+        (
+            "paperports reproduce ",
+            "paperports bench ",
+            "python benchmarks/",
+            "python -m paperports.",
+        )
+    )
+    if command.startswith("python -m "):  # a committed module with a command line
+        module = command.split()[2]
+        assert (ROOT / "src" / (module.replace(".", "/") + ".py")).is_file()
+    elif command.startswith("python "):  # a committed script
         assert (ROOT / command.split()[1]).is_file()
     assert len(provenance["commit"]) == 40 and int(provenance["commit"], 16) >= 0
     assert provenance["uncommitted_changes"] is False

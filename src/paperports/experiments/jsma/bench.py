@@ -38,6 +38,7 @@ from paperports.integrations.foolbox import SaliencyMapAttack
 from paperports.integrations.foolbox.saliency import (
     DEFAULT_CHUNK_SIZE,
     Outputs,
+    best_pairs,
     outputs_and_gradients,
 )
 from paperports.registry import RunContext
@@ -128,6 +129,7 @@ def bench(ctx: RunContext) -> BenchResult:
     )
     rows += _many_pairs_on_digits(ctx, model, x, t, ours["pairs, probabilities (default)"])
     rows += _colour(ctx)
+    rows += _chunk_memory(ctx)
     rows += _large_inputs(ctx)
     rows.append(_foolbox_fixture(ctx))
     return BenchResult("jsma", "ART SaliencyMapMethod and a dense pair search", rows)
@@ -237,6 +239,51 @@ def _colour(ctx: RunContext) -> list[BenchRow]:
                     "batch": 128,
                     "chunk_size": attack.chunk_size,
                     "chunk_mb": attack.chunk_size * 4 / 2**20,
+                },
+            )
+        )
+    return rows
+
+
+FRONT = 4096
+CHUNK_SIZES = (1 << 16, 1 << 18, 1 << 20, DEFAULT_CHUNK_SIZE, 1 << 24)
+
+
+def _whole_front_search(chunk_size: int, n: int) -> Callable[[], object]:
+    """The pair search's worst case for :func:`peak_memory_mb`: two rows of ``n`` features
+    that are all on the Pareto front (``v = 1 - u``), so every one of the ``n^2`` pairs is
+    scored, in blocks of at most ``chunk_size`` entries."""
+    torch.set_num_threads(2)
+    u = torch.arange(n, dtype=torch.float32) / n
+    a, b = ep.astensor(u[None].repeat(2, 1)), ep.astensor(-(1 - u)[None].repeat(2, 1))
+    domain = ep.astensor(torch.ones(2, n, dtype=torch.bool))
+    best_pairs(a[:, :64], b[:, :64], domain[:, :64], chunk_size=chunk_size)  # warm-up
+    return lambda: best_pairs(a, b, domain, chunk_size=chunk_size)
+
+
+def _chunk_memory(ctx: RunContext) -> list[BenchRow]:
+    """The pair search's peak memory against ``chunk_size`` where it must score every pair
+    (see :func:`_whole_front_search`), beside the float32 pair matrix that a dense search
+    (cleverhans, advertorch, torchattacks) builds for the same rows."""
+    dense_mb = 2 * FRONT * FRONT * 4 / 2**20
+    rows = []
+    for chunk in CHUNK_SIZES:
+        mb = peak_memory_mb(_whole_front_search, chunk, FRONT)
+        ctx.log(f"  pair search over a {FRONT}-feature front, chunk_size {chunk}: {mb:.1f} MB")
+        power = chunk.bit_length() - 1
+        rows.append(
+            BenchRow(
+                f"pair search peak memory vs the dense pair matrix: chunk_size 2^{power}",
+                mb,
+                dense_mb,
+                "MB",
+                "grows with chunk_size, not with n^2",
+                extra={
+                    "features": FRONT,
+                    "rows": 2,
+                    "chunk_size": chunk,
+                    "bytes_per_chunk_entry": mb * 2**20 / chunk,
+                    "default": chunk == DEFAULT_CHUNK_SIZE,
                 },
             )
         )

@@ -29,6 +29,8 @@ $(STAMP): pyproject.toml
 	# torch first: a plain `torch` requirement would pull the multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[all,test,docs]"
+	# transformers' own model test suite (its sdist's tests/), run over our BERT
+	$(BIN)/python tests/integrations/transformers/fetch_transformers_tests.py $(VENV)/transformers-tests
 	touch $@
 
 pytest:

@@ -70,8 +70,8 @@ CONFIG = [
         ]
     ],
     case(
-        "BertConfig heads do not divide",
-        lambda: BertConfig(hidden_size=10, num_attention_heads=3),
+        "BertModel heads do not divide",
+        lambda: BertModel(BertConfig(hidden_size=10, num_attention_heads=3)),
         "divisible",
     ),
     case("BertConfig is_decoder", lambda: BertConfig(is_decoder=True), "is_decoder"),

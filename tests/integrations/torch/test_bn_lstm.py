@@ -229,3 +229,32 @@ def test_empty_batches_give_empty_outputs_as_nn_lstm() -> None:
         assert o1.shape == o2.shape and h1.shape == h2.shape and c1.shape == c2.shape
     with pytest.raises(ValueError, match="no time steps"):
         BNLSTM(3, 4)(torch.randn(0, 2, 3))
+
+
+def test_forward_with_layers_gives_each_layers_output() -> None:
+    """What transformers' ``output_hidden_states`` needs: the top layer's is the output,
+    the first layer's that of a one-layer BN-LSTM with the same weights, 0 past each end."""
+    torch.manual_seed(0)
+    lstm = BNLSTM(3, 4, num_layers=3, bidirectional=True, batch_first=True).eval()
+    x, lengths = torch.randn(5, 6, 3), torch.tensor([6, 2, 4, 6, 1])
+    out, (h, c), layers = lstm.forward_with_layers(x, lengths=lengths)
+    expected, (h_e, c_e) = lstm(x, lengths=lengths)
+    assert len(layers) == 3 and all(layer.shape == (5, 6, 8) for layer in layers)
+    assert torch.equal(out, expected) and torch.equal(layers[-1], expected)
+    assert torch.equal(h, h_e) and torch.equal(c, c_e)
+    first = BNLSTM(3, 4, bidirectional=True, batch_first=True).eval()
+    first.load_state_dict({k: v for k, v in lstm.state_dict().items() if "_l0" in k})
+    torch.testing.assert_close(layers[0], first(x, lengths=lengths)[0])
+    past_end = torch.arange(6)[None, :] >= lengths[:, None]
+    assert all(bool((layer[past_end] == 0).all()) for layer in layers)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_half_precision_construction_keeps_orthogonal_recurrent_weights(
+    dtype: torch.dtype,
+) -> None:
+    """torch's orthogonal init has no float16 QR on CPU: it failed at construction."""
+    lstm = BNLSTM(3, 8, dtype=dtype)
+    assert lstm.weight_hh_l0.dtype == dtype
+    gate = lstm.weight_hh_l0[:8].float()
+    torch.testing.assert_close(gate @ gate.T, torch.eye(8), atol=2e-2, rtol=0)

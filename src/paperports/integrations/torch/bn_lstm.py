@@ -411,6 +411,29 @@ class BNLSTM(nn.Module):
         hx: tuple[Tensor, Tensor] | None = None,
         lengths: Tensor | None = None,
     ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor]]:
+        output, state, _ = self._forward(input, hx, lengths, keep_layers=False)
+        return output, state
+
+    def forward_with_layers(
+        self,
+        input: Tensor | PackedSequence,
+        hx: tuple[Tensor, Tensor] | None = None,
+        lengths: Tensor | None = None,
+    ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor], tuple[Tensor, ...]]:
+        """:meth:`forward`, and each layer's output (before the dropout between layers), as
+        padded tensors in the output's layout (``(B, T, D * H)`` with ``batch_first``),
+        0 past each sequence's end: the per-layer hidden states that transformers models
+        return with ``output_hidden_states``."""
+        return self._forward(input, hx, lengths, keep_layers=True)
+
+    def _forward(
+        self,
+        input: Tensor | PackedSequence,
+        hx: tuple[Tensor, Tensor] | None,
+        lengths: Tensor | None,
+        *,
+        keep_layers: bool,
+    ) -> tuple[Tensor | PackedSequence, tuple[Tensor, Tensor], tuple[Tensor, ...]]:
         who = type(self).__name__
         packed = isinstance(input, PackedSequence)
         if isinstance(input, PackedSequence):
@@ -451,7 +474,7 @@ class BNLSTM(nn.Module):
         if batch == 0:  # an empty batch: empty outputs of the right shapes, as nn.LSTM gives
             empty = x.new_zeros(n_steps, 0, d * self.hidden_size)
             out = empty.transpose(0, 1) if self.batch_first else empty
-            return out, (h0, c0)
+            return out, (h0, c0), (out,) * (self.num_layers if keep_layers else 0)
         order, batch_sizes, mask = None, None, None
         if lengths is not None and (_plain_path() or self._synchronised()):  # a mask, no sort
             steps = torch.arange(n_steps, device=lengths.device)
@@ -465,7 +488,7 @@ class BNLSTM(nn.Module):
             dev_order = order.to(x.device)
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
-        h_n, c_n = [], []
+        h_n, c_n, layers = [], [], []
         layer_in = x
         for layer in range(self.num_layers):
             outs = []
@@ -479,6 +502,8 @@ class BNLSTM(nn.Module):
                 h_n.append(h)
                 c_n.append(c)
             layer_in = torch.cat(outs, dim=-1) if d == 2 else outs[0]
+            if keep_layers:
+                layers.append(layer_in)
             if self.dropout > 0 and self.training and layer < self.num_layers - 1:
                 layer_in = F.dropout(layer_in, self.dropout, training=True)
         h_stack, c_stack = torch.stack(h_n), torch.stack(c_n)
@@ -491,7 +516,12 @@ class BNLSTM(nn.Module):
                 h_stack[:, dev_inverse],
                 c_stack[:, dev_inverse],
             )
+            layers = [out[:, dev_inverse] for out in layers]
             lengths = lengths[inverse]
+        if unbatched:
+            layers = [out.squeeze(1) for out in layers]
+        elif self.batch_first:
+            layers = [out.transpose(0, 1) for out in layers]
 
         if packed:
             assert lengths is not None
@@ -503,7 +533,7 @@ class BNLSTM(nn.Module):
             h_stack, c_stack = h_stack.squeeze(1), c_stack.squeeze(1)
         else:
             output = layer_in.transpose(0, 1) if self.batch_first else layer_in
-        return output, (h_stack, c_stack)
+        return output, (h_stack, c_stack), tuple(layers)
 
     def _dtype(self) -> torch.dtype:
         weight: Tensor = self.weight_ih_l0  # type: ignore[assignment]
@@ -666,8 +696,14 @@ def _reset_layer(p: _LayerParams, forget_bias: float) -> None:
     ``gamma_init`` with their statistics reset."""
     h = p.hidden_size
     nn.init.xavier_uniform_(p.weight_ih)
+    # the QR decomposition behind orthogonal_ has no float16 kernel on CPU: in float32
+    exact = p.weight_hh.dtype in (torch.float32, torch.float64) or p.weight_hh.is_meta
+    weight_hh = p.weight_hh if exact else torch.empty_like(p.weight_hh, dtype=torch.float32)
     for k in range(4):
-        nn.init.orthogonal_(p.weight_hh[k * h : (k + 1) * h])
+        nn.init.orthogonal_(weight_hh[k * h : (k + 1) * h])
+    if weight_hh is not p.weight_hh:
+        with torch.no_grad():
+            p.weight_hh.copy_(weight_hh)
     if p.bias_ih is not None and p.bias_hh is not None:
         nn.init.zeros_(p.bias_ih)
         nn.init.constant_(p.bias_ih[h : 2 * h], forget_bias)

@@ -494,9 +494,12 @@ def test_trainer_trains_masked_lm(tmp_path: Path) -> None:
 # Bad input
 
 
-def test_config_rejects_heads_that_do_not_divide_the_width() -> None:
+def test_a_model_rejects_heads_that_do_not_divide_the_width() -> None:
+    """As transformers' BERT: the config holds such values (its ConfigTester makes
+    them), the model refuses them when built."""
+    config = BertConfig(hidden_size=30, num_attention_heads=4)
     with pytest.raises(ValueError, match="divisible by num_attention_heads"):
-        BertConfig(hidden_size=30, num_attention_heads=4)
+        BertModel(config)
     with pytest.raises(ValueError, match="is_decoder"):
         BertConfig(is_decoder=True)
 

@@ -157,6 +157,40 @@ def test_statistics_that_do_not_fit_the_config_are_refused_not_reinitialised(
     assert _statistics_sizes(loaded) == {3}
 
 
+def test_hidden_states_and_tuples_as_transformers_models_give_them() -> None:
+    """``output_hidden_states``: the embeddings and each layer's output; ``return_dict=False``
+    a tuple (both were ignored)."""
+    torch.manual_seed(0)
+    model = BnLstmForSequenceClassification(_tiny(num_labels=3)).eval()
+    ids = torch.randint(0, 30, (4, 6))
+    out = model(ids, output_hidden_states=True)
+    assert out.hidden_states is not None and len(out.hidden_states) == 3
+    torch.testing.assert_close(out.hidden_states[0], model.bn_lstm.embeddings(ids))
+    base = model.bn_lstm(ids)
+    torch.testing.assert_close(out.hidden_states[-1], base.last_hidden_state)
+    assert model(ids).hidden_states is None
+    as_tuple = model(ids, return_dict=False)
+    assert isinstance(as_tuple, tuple)
+    torch.testing.assert_close(as_tuple[0], out.logits)
+
+
+def test_causal_lm_takes_shift_labels_as_aligned_targets() -> None:
+    """Sequence-parallel training hands the model targets already shifted: the loss is
+    taken against them as they are, whatever ``labels`` say."""
+    torch.manual_seed(0)
+    model = BnLstmForCausalLM(_tiny()).eval()
+    ids = torch.randint(0, 30, (3, 7))
+    shifted = torch.randint(0, 30, (3, 7))
+    shifted[:, -1] = -100
+    out = model(ids, labels=ids, shift_labels=shifted)
+    expected = torch.nn.functional.cross_entropy(
+        out.logits.reshape(-1, 30), shifted.reshape(-1), ignore_index=-100
+    )
+    torch.testing.assert_close(out.loss, expected)
+    with pytest.raises(ValueError, match="shift_labels must have the inputs' shape"):
+        model(ids, shift_labels=shifted[:, :-1])
+
+
 def test_causal_lm_loss_is_shifted_cross_entropy() -> None:
     torch.manual_seed(0)
     model = BnLstmForCausalLM(_tiny()).eval()

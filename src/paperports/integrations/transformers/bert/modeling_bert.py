@@ -123,8 +123,9 @@ class BertSelfAttention(nn.Module):
         super().__init__()
         if config.hidden_size % config.num_attention_heads != 0:
             raise ValueError(
-                f"hidden_size ({config.hidden_size}) must be divisible by num_attention_heads "
-                f"({config.num_attention_heads})"
+                f"BertConfig: hidden_size ({config.hidden_size}) must be divisible by "
+                f"num_attention_heads ({config.num_attention_heads}) to build a model; each "
+                "head gets hidden_size / num_attention_heads features"
             )
         self.config = config
         self.num_attention_heads = config.num_attention_heads

@@ -7,7 +7,7 @@ with the weights.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from torch import nn
@@ -17,6 +17,7 @@ from transformers.modeling_outputs import (
     CausalLMOutput,
     SequenceClassifierOutput,
 )
+from transformers.utils.generic import ModelOutput
 
 from paperports._checks import check_floating_tensor, values_known
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
@@ -99,6 +100,26 @@ def _statistics_steps(state_dict: dict[str, Any], default: int) -> int:
     return next(iter(sizes.values()), default)
 
 
+_Output = TypeVar("_Output", bound=ModelOutput)
+
+
+def _finish(output: _Output, return_dict: bool | None, config: Any) -> _Output | tuple[Any, ...]:
+    """``output``, or its tuple with ``return_dict=False`` (the config's when ``None``)."""
+    if return_dict is None:
+        return_dict = bool(getattr(config, "return_dict", True))
+    return output if return_dict else output.to_tuple()
+
+
+def _check_token_labels(name: str, labels: Any, logits: torch.Tensor, vocab_size: int) -> None:
+    """Token targets of the inputs' shape, in the vocabulary or -100."""
+    if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
+        shown = tuple(labels.shape) if isinstance(labels, torch.Tensor) else labels
+        raise ValueError(
+            f"{name} must have the inputs' shape {tuple(logits.shape[:2])}, got {shown}"
+        )
+    check_labels(name, labels, vocab_size, ignore=True)
+
+
 def _lengths(attention_mask: torch.Tensor | None, batch: int, steps: int) -> torch.Tensor | None:
     """Sequence lengths from a right-padded ``attention_mask`` ``(B, T)``."""
     if attention_mask is None:
@@ -162,8 +183,13 @@ class BnLstmModel(BnLstmPreTrainedModel):
         input_ids: torch.LongTensor | None = None,
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs: Any,
-    ) -> BaseModelOutputWithPooling:
+    ) -> BaseModelOutputWithPooling | tuple[Any, ...]:
+        """``hidden_states`` (with ``output_hidden_states``, or the config's): the
+        embeddings and each layer's output, ``num_hidden_layers + 1`` tensors, 0 past each
+        sequence's end. No attentions: a recurrent model has none."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("pass exactly one of input_ids and inputs_embeds")
         if input_ids is not None:
@@ -182,12 +208,24 @@ class BnLstmModel(BnLstmPreTrainedModel):
             )
         batch, steps = inputs_embeds.shape[:2]
         lengths = _lengths(attention_mask, batch, steps)
-        output, (h_n, _) = self.encoder(inputs_embeds, lengths=lengths)
+        if output_hidden_states is None:
+            output_hidden_states = bool(self.config.output_hidden_states)
+        hidden_states = None
+        if output_hidden_states:
+            output, (h_n, _), layers = self.encoder.forward_with_layers(
+                inputs_embeds, lengths=lengths
+            )
+            hidden_states = (inputs_embeds, *layers)
+        else:
+            output, (h_n, _) = self.encoder(inputs_embeds, lengths=lengths)
         assert isinstance(output, torch.Tensor)
         # each sequence's state after its last (unpadded) step, per direction of the top layer
         directions = 2 if self.config.bidirectional else 1
         last = torch.cat(list(h_n[-directions:]), dim=-1)
-        return BaseModelOutputWithPooling(last_hidden_state=output, pooler_output=last)
+        result = BaseModelOutputWithPooling(
+            last_hidden_state=output, pooler_output=last, hidden_states=hidden_states
+        )
+        return _finish(result, return_dict, self.config)
 
 
 class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
@@ -210,14 +248,23 @@ class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
         **kwargs: Any,
-    ) -> SequenceClassifierOutput:
-        out = self.bn_lstm(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds)
+    ) -> SequenceClassifierOutput | tuple[Any, ...]:
+        out = self.bn_lstm(
+            input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
         logits = self.classifier(self.dropout(out.pooler_output))
         loss = None
         if labels is not None:
             loss = sequence_classification_loss(self.config, logits, labels)
-        return SequenceClassifierOutput(loss=loss, logits=logits)
+        result = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
+        return _finish(result, return_dict, self.config)
 
 
 class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
@@ -246,20 +293,32 @@ class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
         attention_mask: torch.Tensor | None = None,
         inputs_embeds: torch.FloatTensor | None = None,
         labels: torch.LongTensor | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        shift_labels: torch.LongTensor | None = None,
         **kwargs: Any,
-    ) -> CausalLMOutput:
-        out = self.bn_lstm(input_ids, attention_mask=attention_mask, inputs_embeds=inputs_embeds)
+    ) -> CausalLMOutput | tuple[Any, ...]:
+        """With ``labels``, the loss of each step's logits against the next step's label.
+        ``shift_labels`` are targets already aligned with the logits (what sequence- and
+        context-parallel training hands a model, the shift done before sharding): given,
+        the loss is against them, unshifted, and ``labels`` only asks for a loss."""
+        out = self.bn_lstm(
+            input_ids,
+            attention_mask=attention_mask,
+            inputs_embeds=inputs_embeds,
+            output_hidden_states=output_hidden_states,
+            return_dict=True,
+        )
         logits = self.lm_head(out.last_hidden_state)
         loss = None
-        if labels is not None:
-            if not isinstance(labels, torch.Tensor) or labels.shape != logits.shape[:2]:
-                shown = tuple(labels.shape) if isinstance(labels, torch.Tensor) else labels
-                raise ValueError(
-                    f"labels must have the inputs' shape {tuple(logits.shape[:2])}, got {shown}"
-                )
-            check_labels("labels", labels, self.config.vocab_size, ignore=True)
+        if shift_labels is not None:
+            _check_token_labels("shift_labels", shift_labels, logits, self.config.vocab_size)
+            loss = cross_entropy_ignoring(logits, shift_labels)
+        elif labels is not None:
+            _check_token_labels("labels", labels, logits, self.config.vocab_size)
             loss = cross_entropy_ignoring(logits[:, :-1], labels[:, 1:])
-        return CausalLMOutput(loss=loss, logits=logits)
+        result = CausalLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
+        return _finish(result, return_dict, self.config)
 
     def prepare_inputs_for_generation(
         self,

@@ -320,9 +320,14 @@ def test_equations_against_a_dense_computation(attn_implementation: str) -> None
     mask = torch.ones_like(input_ids)
     mask[1, 5:] = 0
     with torch.no_grad():
-        got = model(input_ids, attention_mask=mask).last_hidden_state
+        got = model(input_ids, attention_mask=mask).last_hidden_state  # padding-free
         want = dense_reference(model, input_ids, mask)
-    torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-4)
+        model.config.padding_free = False
+        padded = model(input_ids, attention_mask=mask).last_hidden_state
+    real = mask.bool()
+    torch.testing.assert_close(got[real], want[real], atol=1e-5, rtol=1e-4)
+    assert bool((got[~real] == 0).all())  # the padding-free path leaves the padding at 0
+    torch.testing.assert_close(padded, want, atol=1e-5, rtol=1e-4)  # the padding too
 
 
 @pytest.mark.parametrize("attn_implementation", ["eager", "sdpa"])
@@ -366,7 +371,13 @@ def test_eager_and_sdpa_agree_and_expose_attentions_and_hidden_states() -> None:
         a = eager(input_ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
         b = sdpa(input_ids, attention_mask=mask, output_attentions=True, output_hidden_states=True)
         c = sdpa(input_ids, attention_mask=mask)
-    torch.testing.assert_close(a.last_hidden_state, c.last_hidden_state, atol=1e-5, rtol=1e-5)
+    # with attentions the padded computation runs; without, the padding-free one: the same
+    # values at the real tokens, and 0 at the padding
+    real = mask.bool()
+    torch.testing.assert_close(
+        a.last_hidden_state[real], c.last_hidden_state[real], atol=1e-5, rtol=1e-5
+    )
+    assert bool((c.last_hidden_state[~real] == 0).all())
     assert len(a.hidden_states) == 3 and len(a.attentions) == 2
     assert a.attentions[0].shape == (2, 4, 9, 9)
     torch.testing.assert_close(a.attentions[0].sum(-1), torch.ones(2, 4, 9))
@@ -403,10 +414,11 @@ def test_torch_compile_matches_eager_mode() -> None:
     input_ids = ids()
     mask = torch.ones_like(input_ids)
     mask[0, 4:] = 0
-    with torch.no_grad():
+    real = mask.bool()
+    with torch.no_grad():  # compiled: the padded computation (its shapes depend on no value)
         torch.testing.assert_close(
-            compiled(input_ids, attention_mask=mask).last_hidden_state,
-            model(input_ids, attention_mask=mask).last_hidden_state,
+            compiled(input_ids, attention_mask=mask).last_hidden_state[real],
+            model(input_ids, attention_mask=mask).last_hidden_state[real],
         )
 
 
@@ -606,7 +618,12 @@ def test_minilm_loads_with_no_missing_keys_and_matches_transformers(
         a.last_hidden_state[real], b.last_hidden_state[real], atol=1e-5, rtol=0
     )
     torch.testing.assert_close(a.pooler_output, b.pooler_output, atol=1e-5, rtol=0)
-    # Padding positions carry no meaning; they agree too, to float32 noise of the masked kernel.
+    # Padding positions carry no meaning: the padding-free path leaves them at 0; the padded
+    # computation agrees there too, to float32 noise of the masked kernel.
+    assert bool((a.last_hidden_state[~real] == 0).all())
+    ours.config.padding_free = False
+    with torch.no_grad():
+        a = ours(**batch)
     torch.testing.assert_close(a.last_hidden_state, b.last_hidden_state, atol=1e-4, rtol=0)
 
 

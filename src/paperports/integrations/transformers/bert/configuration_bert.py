@@ -7,7 +7,13 @@ from typing import Any
 from transformers import PreTrainedConfig
 from transformers.activations import ACT2FN
 
-from paperports._checks import check_choice, check_float, check_int, check_probability
+from paperports._checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_probability,
+)
 
 __all__ = ["BertConfig"]
 
@@ -51,6 +57,13 @@ class BertConfig(PreTrainedConfig):
             Id of `[PAD]`.
         classifier_dropout (`float`, *optional*):
             Dropout before the classification heads; defaults to `hidden_dropout_prob`.
+        padding_free (`bool`, *optional*, defaults to `True`):
+            When a 2-D `attention_mask` pads some sequences (and every sequence's first
+            token is real, as with right padding), run the encoder on the real tokens only:
+            embeddings, projections and feed-forward layers on the tokens of all sequences
+            packed together, attention per sequence, outputs padded back with zeros at the
+            padding. The same values at the real tokens as the padded computation; `False`
+            keeps the padded computation.
 
     Examples:
 
@@ -80,9 +93,11 @@ class BertConfig(PreTrainedConfig):
         layer_norm_eps: float = 1e-12,
         pad_token_id: int | None = 0,
         classifier_dropout: float | None = None,
+        padding_free: bool = True,
         **kwargs: Any,
     ) -> None:
         who = "BertConfig"
+        padding_free = check_bool("padding_free", padding_free, who=who)
         for name, value in [
             ("vocab_size", vocab_size),
             ("hidden_size", hidden_size),
@@ -134,6 +149,7 @@ class BertConfig(PreTrainedConfig):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         self.classifier_dropout = classifier_dropout
+        self.padding_free = padding_free
         kwargs.setdefault("tie_word_embeddings", True)
         kwargs["pad_token_id"] = pad_token_id
         super().__init__(**kwargs)

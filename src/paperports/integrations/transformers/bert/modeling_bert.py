@@ -72,6 +72,54 @@ __all__ = [
 _ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa")
 
 
+@dataclass(frozen=True)
+class Packing:
+    """A padded batch's real tokens, packed into one row (the padding-free path).
+
+    ``index`` holds the flat positions ``b * seq_len + t`` of the real tokens, sequence by
+    sequence; ``lengths`` how many each sequence has. Passed to the layers in the place of
+    an attention mask, it makes attention run per sequence."""
+
+    index: torch.Tensor
+    lengths: list[int]
+    batch: int
+    seq_len: int
+
+    @classmethod
+    def of(cls, config: BertConfig, attention_mask: torch.Tensor | None) -> Packing | None:
+        """The packing of a 2-D mask that pads some sequences and keeps every first token
+        (the pooler reads it); ``None`` where the padded computation runs instead."""
+        if (
+            not config.padding_free
+            or attention_mask is None
+            or attention_mask.dim() != 2
+            or torch.compiler.is_compiling()
+            or not values_known(attention_mask)
+        ):
+            return None
+        mask = attention_mask.bool()
+        if bool(mask.all()) or not bool(mask[:, 0].all()):
+            return None
+        batch, seq_len = mask.shape
+        lengths = [int(n) for n in mask.sum(dim=1).tolist()]
+        return cls(mask.flatten().nonzero().squeeze(1), lengths, batch, seq_len)
+
+    def pack(self, x: torch.Tensor | None) -> torch.Tensor | None:
+        """``(batch, seq_len, ...)`` -> ``(1, tokens, ...)``."""
+        if x is None:
+            return None
+        return x.reshape(self.batch * self.seq_len, *x.shape[2:])[self.index][None]
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """``(1, tokens, features)`` -> ``(batch, seq_len, features)``, zeros at the padding."""
+        padded = x.new_zeros(self.batch * self.seq_len, x.shape[-1]).index_copy(0, self.index, x[0])
+        return padded.view(self.batch, self.seq_len, x.shape[-1])
+
+
+Mask = torch.Tensor | Packing | None
+"""What the layers take as an attention mask: a tensor, a :class:`Packing`, or none."""
+
+
 class BertEmbeddings(nn.Module):
     """Token + position + segment embeddings, LayerNorm, dropout (paper, figure 2)."""
 
@@ -144,12 +192,33 @@ class BertSelfAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
+        attention_mask: Mask,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         query = self._heads(self.query(hidden_states))
         key = self._heads(self.key(hidden_states))
         value = self._heads(self.value(hidden_states))
+        if isinstance(attention_mask, Packing):  # (1, heads, tokens, d): each sequence alone
+            split = [t.split(attention_mask.lengths, dim=2) for t in (query, key, value)]
+            parts = [self._attend(q, k, v, None, False)[0] for q, k, v in zip(*split, strict=True)]
+            context = torch.cat(parts, dim=2)
+            batch, _, seq_len, _ = context.shape
+            return context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size), None
+        context, probs = self._attend(query, key, value, attention_mask, output_attentions)
+        batch, _, seq_len, _ = context.shape
+        context = context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size)
+        return context, probs
+
+    def _attend(
+        self,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Attention of ``(batch, heads, length, d)`` queries, keys and values: the
+        context in that shape, and the probabilities on the eager path."""
         dropout = self.dropout.p if self.training else 0.0
         probs: torch.Tensor | None = None
         if self.config._attn_implementation == "sdpa" and not output_attentions:
@@ -166,8 +235,6 @@ class BertSelfAttention(nn.Module):
                 scores = scores + attention_mask
             probs = scores.softmax(dim=-1)
             context = self.dropout(probs) @ value
-        batch, _, seq_len, _ = context.shape
-        context = context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size)
         return context, probs
 
 
@@ -203,7 +270,7 @@ class BertAttention(nn.Module):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None,
+        attention_mask: Mask,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         context, probs = self.self(hidden_states, attention_mask, output_attentions)
@@ -242,7 +309,7 @@ class BertLayer(GradientCheckpointingLayer):
     def forward(
         self,
         hidden_states: torch.Tensor,
-        attention_mask: torch.Tensor | None = None,
+        attention_mask: Mask = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         attended, probs = self.attention(hidden_states, attention_mask, output_attentions)
@@ -566,7 +633,15 @@ class BertModel(BertPreTrainedModel):
             if output_hidden_states is not None
             else config.output_hidden_states
         )
-        mask = _boolean_mask(attention_mask)
+        packing = None if output_attentions else Packing.of(config, attention_mask)
+        mask: Mask = _boolean_mask(attention_mask) if packing is None else packing
+        if packing is not None:  # the real tokens only, positions as in the padded batch
+            if position_ids is None:
+                batch, seq_len = packing.batch, packing.seq_len
+                position_ids = self.embeddings.position_ids[:, :seq_len].expand(batch, seq_len)
+            input_ids, token_type_ids, position_ids, inputs_embeds = (
+                packing.pack(t) for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
+            )
         hidden = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
         all_hidden: tuple[torch.Tensor, ...] = (hidden,)
         all_attentions: tuple[torch.Tensor, ...] = ()
@@ -575,6 +650,10 @@ class BertModel(BertPreTrainedModel):
             all_hidden += (hidden,)
             if probs is not None:
                 all_attentions += (probs,)
+        if packing is not None:
+            hidden = packing.pad(hidden)
+            if output_hidden_states:
+                all_hidden = tuple(packing.pad(h) for h in all_hidden)
         pooled = self.pooler(hidden) if self.pooler is not None else None
         output = BaseModelOutputWithPoolingAndCrossAttentions(
             last_hidden_state=hidden,

@@ -16,11 +16,13 @@ define the names they import and nothing more:
   then checks the model's own keywords only).
 
 Nothing is fetched again while the unpacked version matches the installed one.
+:func:`use_suite` is how a test module imports it.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import subprocess
 import sys
 import tarfile
@@ -28,6 +30,7 @@ import tempfile
 from pathlib import Path
 
 PACKAGE = "transformers_tests"
+DEFAULT = Path(__file__).resolve().parents[3] / ".venv" / "transformers-tests"
 STAND_INS = {
     "exporters/test_export.py": "class ExportTesterMixin:\n    pass\n",
     "generation/test_utils.py": "class GenerationTesterMixin:\n    pass\n",
@@ -68,5 +71,24 @@ def fetch(dest: Path) -> Path:
     return package
 
 
+def use_suite() -> None:
+    """Make ``transformers_tests`` importable (from ``$PAPERPORTS_TRANSFORMERS_TESTS`` or
+    the default folder), or skip the calling test module, saying how to fetch it; under CI
+    (``$CI`` set) a missing suite is an error, not a skip."""
+    import pytest
+
+    where = Path(os.environ.get("PAPERPORTS_TRANSFORMERS_TESTS", DEFAULT))
+    if not (where / PACKAGE / "test_modeling_common.py").is_file():
+        reason = (
+            f"transformers' test suite is not at {where}: `make setup` fetches it "
+            "(tests/integrations/transformers/fetch_transformers_tests.py)"
+        )
+        if os.environ.get("CI"):
+            raise RuntimeError(reason)
+        pytest.skip(reason, allow_module_level=True)
+    if str(where) not in sys.path:
+        sys.path.insert(0, str(where))
+
+
 if __name__ == "__main__":
-    print(fetch(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".venv/transformers-tests")))
+    print(fetch(Path(sys.argv[1]) if len(sys.argv) > 1 else DEFAULT))

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.nn.functional as F
 from transformers import PreTrainedConfig, PreTrainedModel
+from transformers.utils.generic import ModelOutput
 
 from paperports._checks import check_index_tensor, values_known
 
@@ -18,8 +19,22 @@ __all__ = [
     "check_num_labels",
     "check_token_ids",
     "cross_entropy_ignoring",
+    "finish_output",
     "sequence_classification_loss",
 ]
+
+_Output = TypeVar("_Output", bound=ModelOutput)
+
+
+def finish_output(
+    output: _Output, return_dict: bool | None, config: PreTrainedConfig
+) -> _Output | tuple[Any, ...]:
+    """``output``, or its tuple where ``return_dict`` is ``False`` (the config's
+    ``return_dict`` where it is ``None``), as transformers' models return."""
+    if return_dict is None:
+        return_dict = bool(getattr(config, "return_dict", True))
+    return output if return_dict else output.to_tuple()
+
 
 IGNORE_INDEX = -100
 """The label that transformers' losses skip (padding, sub-word continuations, unmasked)."""

@@ -11,19 +11,7 @@ import torch
 from paperports.integrations.transformers import BertConfig, BertForMaskedLM, BertModel
 from paperports.integrations.transformers.bert.modeling_bert import Packing
 
-
-def _config(**kw: object) -> BertConfig:
-    base: dict[str, object] = {
-        "vocab_size": 99,
-        "hidden_size": 32,
-        "num_hidden_layers": 2,
-        "num_attention_heads": 4,
-        "intermediate_size": 37,
-        "max_position_embeddings": 64,
-        "hidden_dropout_prob": 0.0,
-        "attention_probs_dropout_prob": 0.0,
-    }
-    return BertConfig(**(base | kw))  # type: ignore[arg-type]
+from .test_modeling_bert import tiny
 
 
 def _batch(lengths: list[int], seq: int = 10) -> dict[str, torch.Tensor]:
@@ -43,7 +31,7 @@ def _padded(model: torch.nn.Module) -> torch.nn.Module:
 @pytest.mark.parametrize("attn_implementation", ["sdpa", "eager"])
 def test_the_real_tokens_get_the_padded_computations_values(attn_implementation: str) -> None:
     torch.manual_seed(0)
-    model = BertModel(_config(attn_implementation=attn_implementation)).eval()
+    model = BertModel(tiny(attn_implementation=attn_implementation)).eval()
     batch = _batch([10, 3, 7, 1])
     with torch.no_grad():
         free = model(**batch, output_hidden_states=True)
@@ -58,7 +46,7 @@ def test_the_real_tokens_get_the_padded_computations_values(attn_implementation:
 def test_training_gives_the_padded_computations_loss_and_gradients() -> None:
     """Labels at the real tokens only (-100 at the padding, as collators make them)."""
     torch.manual_seed(0)
-    model = BertForMaskedLM(_config()).train()
+    model = BertForMaskedLM(tiny()).train()
     other = _padded(model)
     batch = _batch([10, 4, 8])
     labels = batch["input_ids"].masked_fill(batch["attention_mask"] == 0, -100)
@@ -72,14 +60,14 @@ def test_training_gives_the_padded_computations_loss_and_gradients() -> None:
 def test_it_runs_only_where_it_applies() -> None:
     """Right padding packs; no padding, left padding (the pooler reads a padding token
     there), a 3-D mask, attentions asked for, or the switch off run the padded path."""
-    config = _config()
+    config = tiny()
     right = _batch([10, 4])["attention_mask"]
     assert Packing.of(config, right) is not None
     assert Packing.of(config, right).lengths == [10, 4]  # type: ignore[union-attr]
     assert Packing.of(config, torch.ones_like(right)) is None
     assert Packing.of(config, right.flip(1)) is None
     assert Packing.of(config, right[:, None].expand(2, 10, 10)) is None
-    assert Packing.of(_config(padding_free=False), right) is None
+    assert Packing.of(tiny(padding_free=False), right) is None
     model = BertModel(config).eval()
     batch = _batch([10, 4])
     with torch.no_grad():
@@ -89,7 +77,7 @@ def test_it_runs_only_where_it_applies() -> None:
 
 def test_position_ids_and_inputs_embeds_are_packed_too() -> None:
     torch.manual_seed(0)
-    model = BertModel(_config()).eval()
+    model = BertModel(tiny()).eval()
     batch = _batch([6, 9, 2])
     embeds = model.embeddings.word_embeddings(batch.pop("input_ids"))
     positions = torch.arange(10).flip(0)[None].expand(3, 10)

@@ -20,10 +20,7 @@ from the wrong checkpoint would otherwise run on random weights).
 
 from __future__ import annotations
 
-import os
-import sys
 import unittest
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -42,21 +39,9 @@ from paperports.integrations.transformers import (
     BertModel,
 )
 
-SUITE = Path(
-    os.environ.get(
-        "PAPERPORTS_TRANSFORMERS_TESTS",
-        Path(__file__).resolve().parents[4] / ".venv" / "transformers-tests",
-    )
-)
-if not (SUITE / "transformers_tests" / "test_modeling_common.py").is_file():
-    reason = (
-        f"transformers' test suite is not at {SUITE}: `make setup` fetches it "
-        "(tests/integrations/transformers/fetch_transformers_tests.py)"
-    )
-    if os.environ.get("CI"):
-        raise RuntimeError(reason)
-    pytest.skip(reason, allow_module_level=True)
-sys.path.insert(0, str(SUITE))
+from ..fetch_transformers_tests import use_suite
+
+use_suite()
 
 from transformers_tests.test_configuration_common import ConfigTester  # noqa: E402
 from transformers_tests.test_modeling_common import (  # noqa: E402

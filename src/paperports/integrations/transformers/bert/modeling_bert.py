@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, TypeVar, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +52,7 @@ from paperports.integrations.transformers._heads import (
     check_num_labels,
     check_token_ids,
     cross_entropy_ignoring,
+    finish_output,
     sequence_classification_loss,
 )
 from paperports.integrations.transformers.bert.configuration_bert import BertConfig
@@ -661,7 +662,7 @@ class BertModel(BertPreTrainedModel):
             hidden_states=all_hidden if output_hidden_states else None,
             attentions=all_attentions if output_attentions else None,
         )
-        return output if return_dict is not False else output.to_tuple()
+        return finish_output(output, return_dict, config)
 
 
 @dataclass
@@ -703,13 +704,6 @@ def _check_label_shape(name: str, labels: torch.Tensor, shape: tuple[int, ...]) 
         raise TypeError(f"{name} must be a torch.Tensor, got {type(labels).__name__}")
     if labels.numel() != math.prod(shape):
         raise ValueError(f"{name} must have shape {shape}, got {tuple(labels.shape)}")
-
-
-_Output = TypeVar("_Output", bound=ModelOutput)
-
-
-def _finish(output: _Output, return_dict: bool | None) -> _Output | tuple[Any, ...]:
-    return output if return_dict is not False else output.to_tuple()
 
 
 class _BertWithEncoder(BertPreTrainedModel):
@@ -806,7 +800,7 @@ class BertForPreTraining(_BertWithEncoder):
                 "BertForPreTraining needs both labels (MLM) and next_sentence_label (NSP) for a "
                 "loss; use BertForMaskedLM or BertForNextSentencePrediction for one objective"
             )
-        return _finish(
+        return finish_output(
             BertForPreTrainingOutput(
                 loss=loss,
                 prediction_logits=logits,
@@ -815,6 +809,7 @@ class BertForPreTraining(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -860,7 +855,7 @@ class BertForMaskedLM(_BertWithEncoder):
         )
         logits = self.cls.predictions(out.last_hidden_state)
         loss = _mlm_loss(logits, labels) if labels is not None else None
-        return _finish(
+        return finish_output(
             MaskedLMOutput(
                 loss=loss,
                 logits=logits,
@@ -868,6 +863,7 @@ class BertForMaskedLM(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -905,7 +901,7 @@ class BertForNextSentencePrediction(_BertWithEncoder):
         assert out.pooler_output is not None
         logits = self.cls.seq_relationship(out.pooler_output)
         loss = _class_loss("labels", logits, labels) if labels is not None else None
-        return _finish(
+        return finish_output(
             NextSentencePredictorOutput(
                 loss=loss,
                 logits=logits,
@@ -913,6 +909,7 @@ class BertForNextSentencePrediction(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -965,7 +962,7 @@ class BertForSequenceClassification(_BertWithEncoder):
             if labels is not None
             else None
         )
-        return _finish(
+        return finish_output(
             SequenceClassifierOutput(
                 loss=loss,
                 logits=logits,
@@ -973,6 +970,7 @@ class BertForSequenceClassification(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -1016,7 +1014,7 @@ class BertForTokenClassification(_BertWithEncoder):
             _check_label_shape("labels", labels, tuple(logits.shape[:2]))
             check_labels("labels", labels, self.num_labels, ignore=True)
             loss = cross_entropy_ignoring(logits, labels)
-        return _finish(
+        return finish_output(
             TokenClassifierOutput(
                 loss=loss,
                 logits=logits,
@@ -1024,6 +1022,7 @@ class BertForTokenClassification(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -1093,7 +1092,7 @@ class BertForQuestionAnswering(_BertWithEncoder):
                 cross_entropy_ignoring(start_logits, start)
                 + cross_entropy_ignoring(end_logits, end)
             ) / 2
-        return _finish(
+        return finish_output(
             QuestionAnsweringModelOutput(
                 loss=loss,
                 start_logits=start_logits.contiguous(),
@@ -1102,6 +1101,7 @@ class BertForQuestionAnswering(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 
@@ -1161,7 +1161,7 @@ class BertForMultipleChoice(_BertWithEncoder):
         assert out.pooler_output is not None
         logits = self.classifier(self.dropout(out.pooler_output)).view(-1, num_choices)
         loss = _class_loss("labels", logits, labels) if labels is not None else None
-        return _finish(
+        return finish_output(
             MultipleChoiceModelOutput(
                 loss=loss,
                 logits=logits,
@@ -1169,6 +1169,7 @@ class BertForMultipleChoice(_BertWithEncoder):
                 attentions=out.attentions,
             ),
             return_dict,
+            self.config,
         )
 
 

@@ -7,7 +7,7 @@ with the weights.
 
 from __future__ import annotations
 
-from typing import Any, TypeVar
+from typing import Any
 
 import torch
 from torch import nn
@@ -17,7 +17,6 @@ from transformers.modeling_outputs import (
     CausalLMOutput,
     SequenceClassifierOutput,
 )
-from transformers.utils.generic import ModelOutput
 
 from paperports._checks import check_floating_tensor, values_known
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm
@@ -28,6 +27,7 @@ from paperports.integrations.transformers._heads import (
     check_num_labels,
     check_token_ids,
     cross_entropy_ignoring,
+    finish_output,
     sequence_classification_loss,
 )
 from paperports.integrations.transformers.bn_lstm.configuration_bn_lstm import BnLstmConfig
@@ -98,16 +98,6 @@ def _statistics_steps(state_dict: dict[str, Any], default: int) -> int:
             f"steps ({sizes}); from_pretrained builds one size for all (config.statistics_steps)"
         )
     return next(iter(sizes.values()), default)
-
-
-_Output = TypeVar("_Output", bound=ModelOutput)
-
-
-def _finish(output: _Output, return_dict: bool | None, config: Any) -> _Output | tuple[Any, ...]:
-    """``output``, or its tuple with ``return_dict=False`` (the config's when ``None``)."""
-    if return_dict is None:
-        return_dict = bool(getattr(config, "return_dict", True))
-    return output if return_dict else output.to_tuple()
 
 
 def _check_token_labels(name: str, labels: Any, logits: torch.Tensor, vocab_size: int) -> None:
@@ -225,7 +215,7 @@ class BnLstmModel(BnLstmPreTrainedModel):
         result = BaseModelOutputWithPooling(
             last_hidden_state=output, pooler_output=last, hidden_states=hidden_states
         )
-        return _finish(result, return_dict, self.config)
+        return finish_output(result, return_dict, self.config)
 
 
 class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
@@ -264,7 +254,7 @@ class BnLstmForSequenceClassification(BnLstmPreTrainedModel):
         if labels is not None:
             loss = sequence_classification_loss(self.config, logits, labels)
         result = SequenceClassifierOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
-        return _finish(result, return_dict, self.config)
+        return finish_output(result, return_dict, self.config)
 
 
 class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
@@ -318,7 +308,7 @@ class BnLstmForCausalLM(BnLstmPreTrainedModel, GenerationMixin):
             _check_token_labels("labels", labels, logits, self.config.vocab_size)
             loss = cross_entropy_ignoring(logits[:, :-1], labels[:, 1:])
         result = CausalLMOutput(loss=loss, logits=logits, hidden_states=out.hidden_states)
-        return _finish(result, return_dict, self.config)
+        return finish_output(result, return_dict, self.config)
 
     def prepare_inputs_for_generation(
         self,

@@ -135,8 +135,11 @@ def finetune_both(
 ) -> tuple[FinetuneRun, FinetuneRun, dict[str, Any]]:
     """Fine-tune ours and ``transformers.BertForSequenceClassification`` identically.
 
-    ``train_limit`` keeps only the first pairs of the (shuffled) training set, for a quick
-    run. Returns ``(ours, transformers', data description)``.
+    Ours runs the padded computation, as transformers' does (``padding_free=False``): the
+    padding-free path gives the same values but draws its dropout masks over the real
+    tokens only, so the two runs would part after the first dropout. ``train_limit`` keeps
+    only the first pairs of the (shuffled) training set, for a quick run. Returns ``(ours,
+    transformers', data description)``.
     """
     tokenizer = transformers.AutoTokenizer.from_pretrained(checkpoint)
     documents = stdlib_documents()
@@ -151,7 +154,9 @@ def finetune_both(
 
     torch.manual_seed(seed)
     theirs = transformers.BertForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
-    ours = BertForSequenceClassification.from_pretrained(checkpoint, num_labels=2)
+    ours = BertForSequenceClassification.from_pretrained(
+        checkpoint, num_labels=2, padding_free=False
+    )
     ours.load_state_dict(theirs.state_dict(), strict=True)  # same start, same names
 
     runs = [

@@ -75,12 +75,14 @@ def test_it_runs_only_where_it_applies() -> None:
     assert bool((with_attentions[1, 4:] != 0).any())  # the padded computation ran
 
 
-def test_position_ids_and_inputs_embeds_are_packed_too() -> None:
+@pytest.mark.parametrize("shape", [(3, 10), (1, 10), (10,)])
+def test_position_ids_and_inputs_embeds_are_packed_too(shape: tuple[int, ...]) -> None:
+    """``position_ids`` of each shape the model takes: per sequence, or one row for all."""
     torch.manual_seed(0)
     model = BertModel(tiny()).eval()
     batch = _batch([6, 9, 2])
     embeds = model.embeddings.word_embeddings(batch.pop("input_ids"))
-    positions = torch.arange(10).flip(0)[None].expand(3, 10)
+    positions = torch.arange(10).flip(0).expand(*shape)
     with torch.no_grad():
         free = model(inputs_embeds=embeds, position_ids=positions, **batch).last_hidden_state
         padded = _padded(model)(inputs_embeds=embeds, position_ids=positions, **batch)
@@ -91,3 +93,18 @@ def test_position_ids_and_inputs_embeds_are_packed_too() -> None:
 def test_the_switch_is_checked() -> None:
     with pytest.raises(TypeError, match="padding_free"):
         BertConfig(padding_free="yes")  # type: ignore[arg-type]
+
+
+def test_a_traced_model_keeps_the_padded_computation() -> None:
+    """``torch.jit.trace`` (and the ONNX export built on it) records one call: a packing
+    of that call's lengths would be replayed for every other mask."""
+    torch.manual_seed(0)
+    model = BertModel(tiny(), add_pooling_layer=False).eval()
+    first, second = _batch([10, 3]), _batch([4, 8])
+    args = (first["input_ids"], first["attention_mask"])
+    traced = torch.jit.trace(model, args, strict=False, check_trace=False)
+    with torch.no_grad():
+        got = traced(second["input_ids"], second["attention_mask"])["last_hidden_state"]
+        want = model(second["input_ids"], attention_mask=second["attention_mask"])
+    real = second["attention_mask"].bool()
+    torch.testing.assert_close(got[real], want.last_hidden_state[real], atol=1e-5, rtol=0)

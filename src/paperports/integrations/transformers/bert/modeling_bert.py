@@ -95,6 +95,7 @@ class Packing:
             or attention_mask is None
             or attention_mask.dim() != 2
             or torch.compiler.is_compiling()
+            or torch.jit.is_tracing()  # a trace would keep this batch's lengths
             or not values_known(attention_mask)
         ):
             return None
@@ -637,9 +638,10 @@ class BertModel(BertPreTrainedModel):
         packing = None if output_attentions else Packing.of(config, attention_mask)
         mask: Mask = _boolean_mask(attention_mask) if packing is None else packing
         if packing is not None:  # the real tokens only, positions as in the padded batch
+            batch, seq_len = packing.batch, packing.seq_len
             if position_ids is None:
-                batch, seq_len = packing.batch, packing.seq_len
-                position_ids = self.embeddings.position_ids[:, :seq_len].expand(batch, seq_len)
+                position_ids = self.embeddings.position_ids[:, :seq_len]
+            position_ids = position_ids.expand(batch, seq_len)  # (seq_len,) and (1, seq_len) too
             input_ids, token_type_ids, position_ids, inputs_embeds = (
                 packing.pack(t) for t in (input_ids, token_type_ids, position_ids, inputs_embeds)
             )

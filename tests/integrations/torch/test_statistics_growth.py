@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import io
+from pathlib import Path
 
 import pytest
 import torch
@@ -154,3 +155,53 @@ def test_evaluation_before_training_uses_step_zeros_statistics() -> None:
     bn = RecurrentBatchNorm(2, t_max=100, gamma_init=1.0).eval()
     x = torch.randn(30, 3, 2)
     torch.testing.assert_close(bn(x), x / torch.sqrt(torch.tensor(1.0 + bn.eps)))
+
+
+def _ddp_batch(rank: int, iteration: int) -> torch.Tensor:
+    """Process ``rank``'s batch at ``iteration``: the two processes' lengths differ."""
+    g = torch.Generator().manual_seed(100 * rank + iteration)
+    return torch.randn(5 + 2 * rank + iteration, 4, 3, generator=g) + rank
+
+
+def _ddp_worker(rank: int, port: int, out_dir: str) -> None:
+    from torch.nn.parallel import DistributedDataParallel
+
+    from .._distributed import gloo_group, settle
+
+    with gloo_group(rank, port):
+        torch.manual_seed(0)
+        model = BNLSTM(3, 4, t_max=20)
+        ddp = DistributedDataParallel(model)
+        for iteration in range(3):
+            out, _ = ddp(_ddp_batch(rank, iteration))
+            out.sum().backward()
+        torch.save([b.clone() for b in model.buffers()], f"{out_dir}/rank{rank}.pt")
+        settle()
+
+
+def test_ddp_over_batches_of_different_lengths_broadcasts_aligned_statistics(
+    tmp_path: Path,
+) -> None:
+    """DistributedDataParallel copies process 0's buffers into the others' before each
+    forward, as flat buckets. Processes whose batches reached different lengths once held
+    buffers of different sizes, which that copy misaligned without an error. In a process
+    group every process now holds all t_max steps: process 1 ends with process 0's
+    statistics after two batches, updated by its own third batch."""
+    from .._distributed import spawn
+
+    spawn(_ddp_worker, str(tmp_path))
+    ranks = [torch.load(tmp_path / f"rank{r}.pt") for r in range(2)]
+    torch.manual_seed(0)
+    process_0 = BNLSTM(3, 4, t_max=20)
+    for iteration in range(2):
+        process_0(_ddp_batch(0, iteration))
+    process_1 = copy.deepcopy(process_0)
+    process_0(_ddp_batch(0, 2))
+    process_1(_ddp_batch(1, 2))
+    for got, expected in zip(ranks, (process_0, process_1), strict=True):
+        names = [name for name, _ in expected.named_buffers()]
+        for name, a, b in zip(names, got, expected.buffers(), strict=True):
+            if a.dim() > 0:
+                assert a.shape[0] == 20, name  # t_max steps on every process
+                a = a[: b.shape[0]]
+            torch.testing.assert_close(a, b, msg=name)

@@ -6,6 +6,7 @@ import warnings
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import Tensor, nn
 from torch.nn.modules.batchnorm import _BatchNorm
 
@@ -18,7 +19,13 @@ from paperports._checks import (
     values_known,
 )
 
-__all__ = ["RecurrentBatchNorm"]
+__all__ = ["RecurrentBatchNorm", "in_process_group"]
+
+
+def in_process_group(group: dist.ProcessGroup | None = None) -> bool:
+    """Whether this process is in an initialised process group (``None``: the default one)
+    of more than one process: a group of one is no group."""
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
 class RecurrentBatchNorm(nn.Module):
@@ -51,7 +58,10 @@ class RecurrentBatchNorm(nn.Module):
     ``t_max`` (``allocated_steps``; :meth:`reserve_steps` makes room ahead of time).
     ``load_state_dict`` takes statistics of any length up to ``t_max`` and resizes to it.
     Growing replaces a buffer's storage in place, so what holds the buffer (a
-    ``DistributedDataParallel`` wrapper, a scripted twin) sees the new one.
+    ``DistributedDataParallel`` wrapper, a scripted twin) sees the new one. In a process
+    group of more than one process, the first update allocates all ``t_max`` steps, so that
+    every process holds buffers of one size (``DistributedDataParallel`` copies process 0's
+    buffers into the others', which buffers of different sizes would misalign).
 
     ``torch.optim.swa_utils.update_bn`` recomputes these statistics too (it looks for
     ``nn.BatchNorm`` layers; each recurrent batch norm holds a stateless handle that it
@@ -304,7 +314,11 @@ class RecurrentBatchNorm(nn.Module):
         if n_keep == 0:
             return
         mean, var, count = mean[:n_keep], var[:n_keep], count[:n_keep]
-        self.reserve_steps(start + n_keep)
+        # On several processes, every process holds all t_max steps from its first update:
+        # DistributedDataParallel broadcasts the buffers of process 0 into the others' as
+        # flat buckets, and processes whose batches reached different lengths would hold
+        # buffers of different sizes, which that copy misaligns without an error.
+        self.reserve_steps(self.t_max if in_process_group() else start + n_keep)
         ok = count > 1  # (T, 1): one sequence gives no variance estimate
         finite = torch.isfinite(mean).all(-1, keepdim=True) & torch.isfinite(var).all(
             -1, keepdim=True

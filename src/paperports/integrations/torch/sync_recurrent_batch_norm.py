@@ -9,7 +9,10 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
+from paperports.integrations.torch.recurrent_batch_norm import (
+    RecurrentBatchNorm,
+    in_process_group,
+)
 
 __all__ = ["SyncRecurrentBatchNorm"]
 
@@ -110,12 +113,6 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
         for name, child in module.named_children():
             module.add_module(name, cls.convert_sync_batchnorm(child, process_group))
         return module
-
-
-def in_process_group(group: dist.ProcessGroup | None) -> bool:
-    """Whether this process is in an initialised process group (``None``: the default one)
-    of more than one process: a group of one is no group."""
-    return dist.is_available() and dist.is_initialized() and dist.get_world_size(group) > 1
 
 
 def check_process_group(group: Any, *, who: str) -> dist.ProcessGroup | None:

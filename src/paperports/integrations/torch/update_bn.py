@@ -9,11 +9,13 @@ import torch
 import torch.distributed as dist
 from torch import Tensor, nn
 
-from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
+from paperports.integrations.torch.recurrent_batch_norm import (
+    RecurrentBatchNorm,
+    in_process_group,
+)
 from paperports.integrations.torch.sync_recurrent_batch_norm import (
     SyncRecurrentBatchNorm,
     check_process_group,
-    in_process_group,
 )
 
 __all__ = ["update_bn"]

@@ -95,7 +95,7 @@ class Packing:
             or attention_mask is None
             or attention_mask.dim() != 2
             or torch.compiler.is_compiling()
-            or torch.jit.is_tracing()  # a trace would keep this batch's lengths
+            or torch.jit.is_tracing()  # type: ignore[attr-defined]  # a trace keeps the lengths
             or not values_known(attention_mask)
         ):
             return None

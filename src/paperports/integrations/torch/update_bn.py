@@ -142,7 +142,8 @@ def _all_reduce_statistics(
     for norm in norms:
         if isinstance(norm, SyncRecurrentBatchNorm):
             continue
-        # the statistics grow with the steps each process saw: one size for the sum
+        # one size for the sum: a process that updated holds t_max steps (in a group the
+        # first update allocates them all), one that saw no batch may still hold fewer
         steps = torch.tensor([norm.allocated_steps], dtype=torch.long)
         dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=group)
         norm.reserve_steps(int(steps))

@@ -200,13 +200,13 @@ class BertSelfAttention(nn.Module):
         query = self._heads(self.query(hidden_states))
         key = self._heads(self.key(hidden_states))
         value = self._heads(self.value(hidden_states))
+        probs: torch.Tensor | None = None
         if isinstance(attention_mask, Packing):  # (1, heads, tokens, d): each sequence alone
             split = [t.split(attention_mask.lengths, dim=2) for t in (query, key, value)]
             parts = [self._attend(q, k, v, None, False)[0] for q, k, v in zip(*split, strict=True)]
             context = torch.cat(parts, dim=2)
-            batch, _, seq_len, _ = context.shape
-            return context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size), None
-        context, probs = self._attend(query, key, value, attention_mask, output_attentions)
+        else:
+            context, probs = self._attend(query, key, value, attention_mask, output_attentions)
         batch, _, seq_len, _ = context.shape
         context = context.transpose(1, 2).reshape(batch, seq_len, self.config.hidden_size)
         return context, probs

@@ -39,6 +39,11 @@ def wrapped(p: float = 0.5) -> ObservationalDropoutWrapper:
     return ObservationalDropoutWrapper(gym.make(SWINGUP), p)
 
 
+def wrapped_other() -> ObservationalDropoutWrapper:
+    """The swing-up behind a wrapper that the vectorised evaluation does not reproduce."""
+    return ObservationalDropoutWrapper(gym.wrappers.ClipAction(gym.make(SWINGUP)), 0.5)
+
+
 def ppo(**policy_kwargs: Any) -> RecurrentPPO:
     return RecurrentPPO(
         ObservationalDropoutPolicy,
@@ -210,6 +215,18 @@ DTYPE = [
         "population seeds floats",
         lambda: population_returns(policy(), candidates(), wrapped, [0.5], 5),
         "seeds[0]",
+    ),
+    case(
+        "population vectorized a word",
+        lambda: population_returns(policy(), candidates(), wrapped, [0], 5, vectorized="yes"),
+        "vectorized",
+    ),
+    case(
+        "population vectorized=True, not the swing-up",
+        lambda: population_returns(
+            policy(), candidates(), lambda: wrapped_other(), [0], 5, vectorized=True
+        ),
+        "make_env",
     ),
     case("dream action a word", lambda: dream().step("left"), "action"),
 ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -115,3 +116,83 @@ def test_population_returns_refuses_vectors_of_the_wrong_size() -> None:
     policy = RecurrentPPO(ObservationalDropoutPolicy, make_env(), seed=0).policy
     with pytest.raises(ValueError, match="parameter vectors"):
         population_returns(policy, np.zeros((3, 7)), make_env, [0], max_steps=5)
+
+
+class _Counted(gym.Wrapper[Any, Any, Any, Any]):
+    steps = 0
+
+    def step(self, action: Any) -> Any:
+        type(self).steps += 1
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize(
+    ("env_id", "policy_kwargs", "expose"),
+    [
+        ("paperports/CartPoleSwingUpHarder-v0", {"world_model": "cartpole"}, False),
+        ("paperports/CartPoleSwingUp-v0", {"world_model": "mlp"}, False),
+        # the reproduction's agent: the wrapper appends the true observation for its critic
+        (
+            "paperports/CartPoleSwingUpHarder-v0",
+            {"world_model": "cartpole", "privileged_critic": True},
+            True,
+        ),
+    ],
+)
+def test_the_vectorised_swingup_gives_the_returns_of_environment_copies(
+    env_id: str, policy_kwargs: dict[str, Any], expose: bool
+) -> None:
+    """All candidates' episodes stepped as tensors give the returns that one copy of the
+    wrapped environment per candidate and episode gives: the same starts, peeks, actions
+    and terminations."""
+
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make(env_id), 0.3, expose_true_obs=expose)
+
+    policy = RecurrentPPO(
+        ObservationalDropoutPolicy, make(), seed=0, policy_kwargs=policy_kwargs
+    ).policy
+    start = parameters_to_vector(acting_parameters(policy)).detach()
+    generator = torch.Generator().manual_seed(1)
+    candidates = (start + 0.5 * torch.randn(6, start.numel(), generator=generator)).numpy()
+    seeds = [3, 4, 5]
+    copies = population_returns(policy, candidates, make, seeds, 300, vectorized=False)
+    vectorised = population_returns(policy, candidates, make, seeds, 300, vectorized=True)
+    assert len(set(np.round(copies, 6))) == len(copies)  # the candidates differ
+    np.testing.assert_allclose(vectorised, copies, rtol=1e-5)
+    # the default picks the vectorised evaluation for the swing-up
+    np.testing.assert_array_equal(
+        population_returns(policy, candidates, make, seeds, 300), vectorised
+    )
+
+
+def test_the_vectorised_swingup_ends_episodes_at_the_time_limit() -> None:
+    """A ``TimeLimit`` shorter than ``max_steps`` truncates the episodes, as in the copies."""
+
+    def make() -> ObservationalDropoutWrapper:
+        env = gym.make("paperports/CartPoleSwingUp-v0", max_episode_steps=40)
+        return ObservationalDropoutWrapper(env, 0.5)
+
+    policy = RecurrentPPO(ObservationalDropoutPolicy, make(), seed=0).policy
+    start = parameters_to_vector(acting_parameters(policy)).detach().numpy()
+    candidates = np.stack([start, start * 1.5])
+    copies = population_returns(policy, candidates, make, [0, 1], 200, vectorized=False)
+    vectorised = population_returns(policy, candidates, make, [0, 1], 200, vectorized=True)
+    np.testing.assert_allclose(vectorised, copies, rtol=1e-5)
+    assert np.all(vectorised <= 40)  # rewards are at most 1 a step
+
+
+def test_other_wrappers_are_stepped_as_copies() -> None:
+    """A wrapper between the dropout wrapper and the swing-up may change what the episodes
+    do, so the default steps copies (through it) and ``vectorized=True`` refuses."""
+
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(_Counted(gym.make("paperports/CartPoleSwingUp-v0")), 0.5)
+
+    policy = RecurrentPPO(ObservationalDropoutPolicy, make(), seed=0).policy
+    start = parameters_to_vector(acting_parameters(policy)).detach().numpy()[None]
+    _Counted.steps = 0
+    population_returns(policy, start, make, [0], 10)
+    assert _Counted.steps == 10
+    with pytest.raises(ValueError, match="vectorized=True"):
+        population_returns(policy, start, make, [0], 10, vectorized=True)

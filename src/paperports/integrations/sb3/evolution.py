@@ -8,10 +8,12 @@ model M, the controller and the action head), the fitness is the mean return of
 deterministic episodes, and the best parameters found are written back into the policy, so
 ``model.save`` and ``predict`` work as after gradient training.
 
-A generation's candidates are evaluated side by side (:func:`population_returns`): one copy
-of the wrapped environment per candidate and episode, and one batched forward pass of the
-acting path per time step, with each candidate's parameters (``torch.func.vmap`` over
-``functional_call``), rather than one ``predict`` call per candidate and step.
+A generation's candidates are evaluated side by side (:func:`population_returns`): one
+batched forward pass of the acting path per time step, with each candidate's parameters
+(``torch.func.vmap`` over ``functional_call``), rather than one ``predict`` call per
+candidate and step. On the cart-pole swing-up the environments step together too, as
+torch operations over all candidates' episodes (the vectorised swing-up's functions, on the
+policy's device); any other environment is copied once per candidate and episode.
 """
 
 from __future__ import annotations
@@ -24,12 +26,20 @@ import gymnasium as gym
 import numpy as np
 import torch
 from gymnasium import spaces
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker, TimeLimit
 from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from paperports._checks import check_float, check_int
+from paperports._checks import check_bool, check_float, check_int
 from paperports._imports import require
+from paperports.adapters.cartpole_swingup import X_THRESHOLD, CartPoleSwingUpEnv
+from paperports.adapters.cartpole_swingup_vector import (
+    swingup_observation,
+    swingup_rewards,
+    swingup_step,
+)
+from paperports.adapters.observational_dropout import ObservationalDropoutWrapper
 from paperports.integrations.sb3.policies import ObservationalDropoutPolicy
 
 __all__ = [
@@ -89,17 +99,66 @@ def episode_return(
 class _ActingPath(nn.Module):
     """The policy's deterministic acting path for one step: the world-model core, the
     controller and the action head (the modules :func:`acting_parameters` lists, in its
-    order). ``forward(obs (E, F), used (E, H)) -> (action output (E, A), used')``."""
+    order). ``forward(obs (E, F), used (E, H)) -> (action output (E, A), used')``; the true
+    observation that a wrapper with ``expose_true_obs=True`` appends for a privileged critic
+    is cut off, as the policy does."""
 
     def __init__(self, policy: ObservationalDropoutPolicy) -> None:
         super().__init__()
         self.core = policy.lstm_actor
         self.controller = policy.mlp_extractor.policy_net
         self.head = policy.action_net
+        self.core_size = policy.obs_size + 1 + policy.action_size
 
     def forward(self, obs: Tensor, used: Tensor) -> tuple[Tensor, Tensor]:
-        belief, _ = self.core(obs[None], (used[None], torch.zeros_like(used)[None]))
+        inputs = obs[..., : self.core_size]
+        belief, _ = self.core(inputs[None], (used[None], torch.zeros_like(used)[None]))
         return self.head(self.controller(belief[0])), belief[0]
+
+
+_PASS_THROUGH = (TimeLimit, OrderEnforcing, PassiveEnvChecker)
+"""Wrappers that ``gymnasium.make`` adds and that change neither observations, rewards nor
+actions (``TimeLimit`` only ends the episode, which the vectorised evaluation reproduces)."""
+
+
+def _swingup_time_limit(env: gym.Env[Any, Any]) -> tuple[bool, int | None]:
+    """Whether ``env`` is the wrapped swing-up that :func:`_swingup_returns` computes
+    exactly (:class:`ObservationalDropoutWrapper` over the registered environment, with only
+    ``gymnasium.make``'s own wrappers between), and its ``TimeLimit``'s step limit."""
+    if type(env) is not ObservationalDropoutWrapper:
+        return False, None
+    limit: int | None = None
+    inner: Any = env.env
+    while isinstance(inner, gym.Wrapper):
+        if type(inner) not in _PASS_THROUGH:
+            return False, None
+        if isinstance(inner, TimeLimit):
+            steps = int(inner._max_episode_steps)
+            limit = steps if limit is None else min(limit, steps)
+        inner = inner.env
+    return type(inner) is CartPoleSwingUpEnv, limit
+
+
+def _candidate_weights(
+    policy: ObservationalDropoutPolicy, candidates: np.ndarray, acting: _ActingPath
+) -> dict[str, Tensor]:
+    """Each acting parameter of every candidate, stacked: ``{name: (P, *shape)}``."""
+    params = acting_parameters(policy)
+    sizes = [p.numel() for p in params]
+    if candidates.ndim != 2 or candidates.shape[1] != sum(sizes) or candidates.shape[0] < 1:
+        raise ValueError(
+            f"candidates must be (population >= 1, {sum(sizes)}) parameter vectors, got shape "
+            f"{candidates.shape}"
+        )
+    if candidates.dtype.kind not in "fiu" or not np.all(np.isfinite(candidates)):
+        raise ValueError("candidates must hold finite numbers (a NaN weight acts as NaN)")
+    names = [name for name, _ in acting.named_parameters()]
+    population = candidates.shape[0]
+    flat = torch.as_tensor(candidates, dtype=params[0].dtype, device=params[0].device)
+    return {
+        name: chunk.reshape(population, *p.shape)
+        for name, chunk, p in zip(names, torch.split(flat, sizes, dim=1), params, strict=True)
+    }
 
 
 @torch.no_grad()
@@ -109,50 +168,87 @@ def population_returns(
     make_env: Callable[[], gym.Env[Any, Any]],
     seeds: list[int],
     max_steps: int,
+    *,
+    vectorized: bool | None = None,
 ) -> np.ndarray:
     """Mean return over ``seeds`` of each candidate's deterministic episodes, all at once.
 
     ``candidates`` ``(P, D)`` are vectors of :func:`acting_parameters`. Candidate ``i``'s
     return is the one :func:`episode_return` gives with its parameters loaded (the same
     episodes, the same actions up to floating-point rounding); the policy is left as it was.
+    The acting path runs once per time step for the whole population, each candidate with
+    its own parameters (``torch.func.vmap`` over ``functional_call``: batched per-candidate
+    matrix products).
+
+    Args:
+        policy: The policy whose acting path the candidates parametrise.
+        candidates: ``(P, D)`` parameter vectors.
+        make_env: Builds the wrapped environment.
+        seeds: One episode per seed, the same for every candidate.
+        max_steps: Step limit per episode.
+        vectorized: How the environments are stepped. ``None`` (the default): when
+            ``make_env`` builds the wrapped swing-up (``ObservationalDropoutWrapper`` over
+            ``gymnasium.make("paperports/CartPoleSwingUp…")``, nothing else between), all
+            ``P x len(seeds)`` episodes step together as torch operations on the policy's
+            device (the vectorised swing-up's functions), each episode's start and peeks
+            drawn from its seed as the single environment draws them; any other
+            environment is copied once per candidate and episode and stepped one by one.
+            ``True`` requires the swing-up, ``False`` always copies.
+
+    In the vectorised evaluation a candidate whose actions are not finite gets a NaN return
+    (the environment copies refuse such an action with a ``ValueError``).
     """
     _check_policy(policy, "population_returns")
-    params = acting_parameters(policy)
     candidates = np.asarray(candidates)
-    sizes = [p.numel() for p in params]
-    if candidates.ndim != 2 or candidates.shape[1] != sum(sizes) or candidates.shape[0] < 1:
-        raise ValueError(
-            f"candidates must be (population >= 1, {sum(sizes)}) parameter vectors, got shape "
-            f"{candidates.shape}"
-        )
-    if candidates.dtype.kind not in "fiu" or not np.all(np.isfinite(candidates)):
-        raise ValueError("candidates must hold finite numbers (a NaN weight acts as NaN)")
+    acting = _ActingPath(policy)
+    stacked = _candidate_weights(policy, candidates, acting)
     if not callable(make_env):
         raise TypeError(f"make_env must build an environment, got {type(make_env).__name__}")
     seeds = [check_int(f"seeds[{i}]", s, who="population_returns") for i, s in enumerate(seeds)]
     if not seeds:
         raise ValueError("population_returns: seeds must name at least one episode, got []")
     max_steps = check_int("max_steps", max_steps, minimum=1, who="population_returns")
-    acting = _ActingPath(policy)
-    names = [name for name, _ in acting.named_parameters()]
-    population, n_eps = candidates.shape[0], len(seeds)
-    flat = torch.as_tensor(candidates, dtype=params[0].dtype, device=params[0].device)
-    stacked = {
-        name: chunk.reshape(population, *p.shape)
-        for name, chunk, p in zip(names, torch.split(flat, sizes, dim=1), params, strict=True)
-    }
+    if vectorized is not None:
+        vectorized = check_bool("vectorized", vectorized, who="population_returns")
     step = vmap(lambda w, o, u: functional_call(acting, w, (o, u)))
+    if vectorized is not False:
+        probe = make_env()
+        swingup, limit = _swingup_time_limit(probe)
+        probe.close()
+        if swingup:
+            steps = max_steps if limit is None else min(max_steps, limit)
+            return _swingup_returns(policy, step, stacked, make_env, seeds, steps)
+        if vectorized:
+            raise ValueError(
+                "population_returns(vectorized=True) steps the cart-pole swing-up only: "
+                "make_env must build ObservationalDropoutWrapper(gymnasium.make("
+                "'paperports/CartPoleSwingUp-v0' or '…Harder-v0'), p) with no other wrapper; "
+                f"it built {probe}. Pass vectorized=None or False for other environments"
+            )
+    return _looped_returns(policy, step, stacked, make_env, seeds, max_steps)
 
+
+def _looped_returns(
+    policy: ObservationalDropoutPolicy,
+    step: Callable[..., tuple[Tensor, Tensor]],
+    stacked: dict[str, Tensor],
+    make_env: Callable[[], gym.Env[Any, Any]],
+    seeds: list[int],
+    max_steps: int,
+) -> np.ndarray:
+    """:func:`population_returns` on copies of the environment, stepped one by one."""
+    first = next(iter(stacked.values()))
+    population, n_eps = first.shape[0], len(seeds)
     envs = [make_env() for _ in range(population * n_eps)]
     obs = np.stack([env.reset(seed=seeds[k % n_eps])[0] for k, env in enumerate(envs)])
-    used = torch.zeros(population, n_eps, policy.obs_size, device=flat.device)
+    used = torch.zeros(population, n_eps, policy.obs_size, device=first.device)
     totals = np.zeros(len(envs))
     running = np.ones(len(envs), dtype=bool)
     space = policy.action_space
     for _ in range(max_steps):
-        obs_t = torch.as_tensor(obs, dtype=flat.dtype, device=flat.device)
-        out, used = step(stacked, obs_t.view(population, n_eps, -1), used)
-        out = out.reshape(len(envs), -1).cpu().numpy()
+        obs_t = torch.as_tensor(obs, dtype=first.dtype, device=first.device)
+        output, used = step(stacked, obs_t.view(population, n_eps, -1), used)
+        out = output.reshape(len(envs), -1).cpu().numpy()
         if isinstance(space, spaces.Box):
             actions: np.ndarray = np.clip(out, space.low, space.high).reshape(-1, *space.shape)
         else:  # Discrete: the most likely action
@@ -166,6 +262,62 @@ def population_returns(
     for env in envs:
         env.close()
     means: np.ndarray = totals.reshape(population, n_eps).mean(axis=1)
+    return means
+
+
+def _swingup_returns(
+    policy: ObservationalDropoutPolicy,
+    step: Callable[..., tuple[Tensor, Tensor]],
+    stacked: dict[str, Tensor],
+    make_env: Callable[[], gym.Env[Any, Any]],
+    seeds: list[int],
+    max_steps: int,
+) -> np.ndarray:
+    """:func:`population_returns` on the swing-up, all ``P x E`` episodes as tensors.
+
+    Each episode's start and peeks come from a copy of the wrapped environment reset with
+    its seed: the start is the copy's state, and the peeks its generator's next draws,
+    which the wrapper would take one per step whatever the actions (so every candidate sees
+    the same peeks, as with copies). The observation shown is the wrapper's
+    ``[o * peek, peek, a_{t-1}]``, the action the policy's output clipped to ``[-1, 1]``,
+    and an episode stops adding rewards after the step that leaves the track."""
+    first = next(iter(stacked.values()))
+    device, dtype = first.device, first.dtype
+    population, n_eps = first.shape[0], len(seeds)
+    starts, draws = [], []
+    for seed in seeds:
+        env = make_env()
+        env.reset(seed=seed)
+        assert isinstance(env, ObservationalDropoutWrapper)
+        starts.append(np.array(env.unwrapped.state, dtype=np.float64))  # type: ignore[attr-defined]
+        draws.append(env.np_random.random(max_steps - 1) < env.peek_prob)
+        env.close()
+    # the first observation of an episode is always shown; step t's comes from draw t - 1
+    peeks = torch.ones(max_steps, n_eps, 1, dtype=torch.bool, device=device)
+    peeks[1:] = torch.as_tensor(np.stack(draws, axis=1), device=device)[..., None]
+    state = torch.as_tensor(np.stack(starts), device=device).expand(population, -1, -1)
+    space = policy.action_space
+    assert isinstance(space, spaces.Box)
+    low = torch.as_tensor(space.low, dtype=dtype, device=device)
+    high = torch.as_tensor(space.high, dtype=dtype, device=device)
+    used = torch.zeros(population, n_eps, policy.obs_size, dtype=dtype, device=device)
+    previous = torch.zeros(population, n_eps, policy.action_size, dtype=dtype, device=device)
+    totals = torch.zeros(population, n_eps, dtype=torch.float64, device=device)
+    running = torch.ones(population, n_eps, dtype=torch.bool, device=device)
+    for t in range(max_steps):
+        obs = swingup_observation(state).to(dtype)
+        peek = peeks[t].expand(population, n_eps, 1)
+        shown = torch.where(peek, obs, torch.zeros((), dtype=dtype, device=device))
+        inputs = torch.cat([shown, peek.to(dtype), previous], dim=-1)
+        out, used = step(stacked, inputs, used)
+        previous = torch.clamp(out, low, high)
+        moved = swingup_step(state, previous[..., 0].to(torch.float64))
+        state = torch.where(running[..., None], moved, state)  # finished episodes stay put
+        totals += torch.where(running, swingup_rewards(state), 0.0)
+        running = running & (state[..., 0].abs() <= X_THRESHOLD)
+        if t % 50 == 49 and not bool(running.any()):
+            break
+    means: np.ndarray = totals.mean(dim=1).cpu().numpy()
     return means
 
 

@@ -309,7 +309,10 @@ def _swingup_returns(
         peek = peeks[t].expand(population, n_eps, 1)
         shown = torch.where(peek, obs, torch.zeros((), dtype=dtype, device=device))
         inputs = torch.cat([shown, peek.to(dtype), previous], dim=-1)
-        out, used = step(stacked, inputs, used)
+        out, belief = step(stacked, inputs, used)
+        # finished episodes keep their belief too: left to run on, a world model's
+        # beliefs can grow without bound, and the sines of huge angles are slow
+        used = torch.where(running[..., None], belief, used)
         previous = torch.clamp(out, low, high)
         moved = swingup_step(state, previous[..., 0].to(torch.float64))
         state = torch.where(running[..., None], moved, state)  # finished episodes stay put

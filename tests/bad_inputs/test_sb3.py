@@ -27,6 +27,7 @@ from paperports.integrations.sb3 import (
     cartpole_terminated,
     population_returns,
     train_with_cma,
+    train_with_es,
 )
 from paperports.integrations.sb3.evolution import acting_parameters, episode_return
 
@@ -256,9 +257,44 @@ EMPTY = [
         "cma population=1", lambda: train_with_cma(policy(), wrapped, 1, population=1), "population"
     ),
     case("cma episodes=0", lambda: train_with_cma(policy(), wrapped, 1, episodes=0), "episodes"),
+    case(
+        "es population=0", lambda: train_with_es(policy(), wrapped, 1, population=0), "population"
+    ),
+    case("es episodes=0", lambda: train_with_es(policy(), wrapped, 1, episodes=0), "episodes"),
 ]
 
 VALUES = [
+    case(
+        "es odd population for pgpe",
+        lambda: train_with_es(policy(), wrapped, 1, population=7),
+        "population",
+        "even",
+    ),
+    case(
+        "es algorithm pepg", lambda: train_with_es(policy(), wrapped, 1, algorithm="pepg"), "pgpe"
+    ),
+    case("es workers=0", lambda: train_with_es(policy(), wrapped, 1, workers=0), "workers"),
+    case(
+        "es learning_rate=0",
+        lambda: train_with_es(policy(), wrapped, 1, learning_rate=0.0),
+        "learning_rate",
+    ),
+    case(
+        "es ray address where no cluster answers",
+        lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address="127.0.0.1:9"),
+        "127.0.0.1:9",
+        "ray_address=None starts a local Ray",
+    ),
+    case(
+        "es ray address not host:port",
+        lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address="cluster"),
+        "ray_address",
+    ),
+    case(
+        "es ray address a number",
+        lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address=6379),
+        "ray_address",
+    ),
     case("cma sigma=0", lambda: train_with_cma(policy(), wrapped, 1, sigma=0.0), "sigma"),
     case(
         "cma sigma=nan", lambda: train_with_cma(policy(), wrapped, 1, sigma=float("nan")), "sigma"

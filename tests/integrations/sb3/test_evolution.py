@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -12,10 +13,12 @@ import torch
 from sb3_contrib import RecurrentPPO
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
+from paperports._imports import MissingExtraError
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
     train_with_cma,
+    train_with_es,
 )
 from paperports.integrations.sb3.evolution import (
     acting_parameters,
@@ -196,3 +199,100 @@ def test_other_wrappers_are_stepped_as_copies() -> None:
     assert _Counted.steps == 10
     with pytest.raises(ValueError, match="vectorized=True"):
         population_returns(policy, start, make, [0], 10, vectorized=True)
+
+
+def _paper_policy(make: Any) -> RecurrentPPO:
+    return RecurrentPPO(
+        ObservationalDropoutPolicy,
+        make(),
+        seed=0,
+        device="cpu",
+        policy_kwargs={"world_model": "cartpole", "world_model_kwargs": {"hidden_sizes": (16,)}},
+    )
+
+
+def test_pgpe_trains_the_acting_parameters_and_sb3_saves_and_loads_them(tmp_path: Path) -> None:
+    """The paper's optimiser: the best candidate scored is written back, replays to its
+    return on its generation's episodes, and survives ``save`` / ``load``."""
+
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
+
+    model = _paper_policy(make)
+    params = acting_parameters(model.policy)
+    before = parameters_to_vector(params).detach().clone()
+    critic = model.policy.value_net.weight.detach().clone()
+    result = train_with_es(model.policy, make, 3, population=8, episodes=2, max_steps=100, seed=0)
+    # per generation the search's mean and 8 samples; the start once
+    assert result.evaluations == (1 + 3 * 9) * 2 and len(result.best_per_generation) == 3
+    after = parameters_to_vector(params).detach()
+    assert (after - before).abs().max() > 0
+    torch.testing.assert_close(model.policy.value_net.weight, critic)  # not searched
+    assert result.best_return >= max(result.best_per_generation)
+    seeds = [1000 * result.best_generation + e for e in range(2)]
+    replay = np.mean([episode_return(model.policy, make(), s, 100) for s in seeds])
+    assert replay == pytest.approx(result.best_return, rel=1e-5)
+    model.save(tmp_path / "pgpe.zip")
+    loaded = RecurrentPPO.load(tmp_path / "pgpe.zip", device="cpu")
+    torch.testing.assert_close(parameters_to_vector(acting_parameters(loaded.policy)), after)
+    obs, _ = make().reset(seed=0)
+    action, _ = loaded.predict(obs, episode_start=np.array([True]), deterministic=True)
+    assert action.shape == (1,)
+
+
+def test_pgpe_is_seeded_and_leaves_torch_random_state_alone() -> None:
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
+
+    runs = []
+    for _ in range(2):
+        policy = _paper_policy(make).policy
+        torch.manual_seed(123)
+        result = train_with_es(policy, make, 2, population=6, episodes=1, max_steps=30, seed=4)
+        runs.append((result, parameters_to_vector(acting_parameters(policy)).detach()))
+        # the search seeds a fork of torch's generator: the caller's stream goes on as if
+        # nothing had drawn from it
+        assert torch.rand(()) == torch.rand((), generator=torch.Generator().manual_seed(123))
+    assert runs[0][0] == runs[1][0]
+    torch.testing.assert_close(runs[0][1], runs[1][1])
+
+
+def test_two_ray_workers_give_the_returns_of_one() -> None:
+    """Population evaluation on 2 local Ray workers: the same returns, the same search and
+    the same parameters as in this process, for the same seed."""
+    pytest.importorskip("ray")
+
+    def make() -> ObservationalDropoutWrapper:  # nested: Ray's pickling ships it by value
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
+
+    outcomes = []
+    for workers in (1, 2):
+        policy = _paper_policy(make).policy
+        result = train_with_es(
+            policy, make, 2, population=6, episodes=2, max_steps=50, seed=0, workers=workers
+        )
+        outcomes.append((result, parameters_to_vector(acting_parameters(policy)).detach()))
+    (one, one_params), (two, two_params) = outcomes
+    np.testing.assert_allclose(two.best_per_generation, one.best_per_generation, rtol=1e-6)
+    np.testing.assert_allclose(two.mean_per_generation, one.mean_per_generation, rtol=1e-6)
+    assert two.best_return == pytest.approx(one.best_return, rel=1e-6)
+    torch.testing.assert_close(two_params, one_params)
+
+
+@pytest.mark.parametrize(
+    ("blocked", "options"),
+    [("evotorch", {}), ("ray", {"algorithm": "cma", "workers": 2})],
+)
+def test_the_es_extra_is_named_when_missing(
+    monkeypatch: pytest.MonkeyPatch, blocked: str, options: dict[str, Any]
+) -> None:
+    """PGPE needs evotorch and the workers Ray: without them, the error names the extra,
+    and the policy is left as it was."""
+    policy = RecurrentPPO(ObservationalDropoutPolicy, make_env(), seed=0).policy
+    before = parameters_to_vector(acting_parameters(policy)).detach().clone()
+    for name in [m for m in sys.modules if m == blocked or m.startswith(blocked + ".")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, blocked, None)  # makes `import blocked` fail
+    with pytest.raises(MissingExtraError, match=r'pip install "paperports\[es\]"'):
+        train_with_es(policy, make_env, 1, population=4, max_steps=5, **options)
+    torch.testing.assert_close(parameters_to_vector(acting_parameters(policy)), before)

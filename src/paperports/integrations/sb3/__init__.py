@@ -4,8 +4,9 @@
   whose memory is a world model's belief of the observation (Freeman, Metz, Ha 2019);
 - :class:`MlpWorldModel`, :class:`CartPoleWorldModel`: world models M;
 - :class:`WorldModelEnv`: the "dream", an environment whose dynamics are a world model;
-- :func:`train_with_cma`: the evolution-strategy route (CMA-ES from ``cma``), evaluating each
-  generation side by side with :func:`population_returns`.
+- :func:`train_with_es`: the evolution-strategy route (the paper's PGPE from evotorch, or
+  CMA-ES from ``cma``; :func:`train_with_cma` is the latter), evaluating each generation side
+  by side with :func:`population_returns`, in this process or on Ray workers.
 
 Importing this module also registers the cart-pole swing-up environments
 (``paperports/CartPoleSwingUp-v0``, ``paperports/CartPoleSwingUpHarder-v0``).
@@ -26,6 +27,7 @@ from paperports.integrations.sb3.evolution import (  # noqa: E402
     EvolutionResult,
     population_returns,
     train_with_cma,
+    train_with_es,
 )
 from paperports.integrations.sb3.policies import (  # noqa: E402
     ObservationalDropoutPolicy,
@@ -50,4 +52,5 @@ __all__ = [
     "cartpole_terminated",
     "population_returns",
     "train_with_cma",
+    "train_with_es",
 ]

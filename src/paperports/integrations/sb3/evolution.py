@@ -31,7 +31,7 @@ from torch import Tensor, nn
 from torch.func import functional_call, vmap
 from torch.nn.utils import parameters_to_vector, vector_to_parameters
 
-from paperports._checks import check_bool, check_float, check_int
+from paperports._checks import check_bool, check_choice, check_float, check_int
 from paperports._imports import require
 from paperports.adapters.cartpole_swingup import X_THRESHOLD, CartPoleSwingUpEnv
 from paperports.adapters.cartpole_swingup_vector import (
@@ -43,23 +43,27 @@ from paperports.adapters.observational_dropout import ObservationalDropoutWrappe
 from paperports.integrations.sb3.policies import ObservationalDropoutPolicy
 
 __all__ = [
+    "ALGORITHMS",
     "EvolutionResult",
     "acting_parameters",
     "episode_return",
     "population_returns",
     "train_with_cma",
+    "train_with_es",
 ]
 
 
 @dataclass
 class EvolutionResult:
-    """What :func:`train_with_cma` found: the best mean return, and per generation the best
-    and mean returns of the population."""
+    """What :func:`train_with_es` found: the best mean return, the generation whose episodes
+    gave it (their seeds are ``seed + 1000 * best_generation + e``), and per generation the
+    best and mean returns of the population's candidates."""
 
     best_return: float
     best_per_generation: list[float] = field(default_factory=list)
     mean_per_generation: list[float] = field(default_factory=list)
     evaluations: int = 0
+    best_generation: int = 0
 
 
 def acting_parameters(policy: ObservationalDropoutPolicy) -> list[torch.nn.Parameter]:
@@ -324,6 +328,216 @@ def _swingup_returns(
     return means
 
 
+ALGORITHMS = ("pgpe", "cma")
+"""The searches :func:`train_with_es` offers: PGPE (evotorch's, the paper's PEPG) and CMA-ES
+(the ``cma`` package's)."""
+
+
+class _Search:
+    """An ask-and-tell search over parameter vectors (maximising the return)."""
+
+    def ask(self) -> np.ndarray:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def tell(self, candidates: np.ndarray, returns: np.ndarray) -> None:  # pragma: no cover
+        raise NotImplementedError
+
+    def center(self) -> np.ndarray | None:
+        """The search distribution's mean, scored beside the candidates (``None``: not)."""
+        return None
+
+
+class _CmaSearch(_Search):
+    def __init__(self, start: np.ndarray, sigma: float, population: int, seed: int) -> None:
+        require("sb3", "cma", feature="train_with_es(algorithm='cma')")
+        import cma
+
+        self.strategy = cma.CMAEvolutionStrategy(
+            start, sigma, {"popsize": population, "seed": seed + 1, "verbose": -9}
+        )
+
+    def ask(self) -> np.ndarray:
+        return np.stack(self.strategy.ask())
+
+    def tell(self, candidates: np.ndarray, returns: np.ndarray) -> None:
+        self.strategy.tell(list(candidates), [-r if np.isfinite(r) else 1e300 for r in returns])
+
+
+class _PgpeSearch(_Search):
+    """evotorch's functional PGPE: symmetric sampling, centred ranks, Adam on the center."""
+
+    def __init__(
+        self,
+        start: np.ndarray,
+        sigma: float,
+        population: int,
+        seed: int,
+        learning_rate: float,
+        sigma_learning_rate: float,
+    ) -> None:
+        require("es", "evotorch", feature="train_with_es(algorithm='pgpe')")
+        from evotorch.algorithms.functional import pgpe, pgpe_ask, pgpe_tell
+
+        self._ask, self._tell = pgpe_ask, pgpe_tell
+        self.population, self.seed, self.generation = population, seed, 0
+        self.state = pgpe(
+            center_init=torch.as_tensor(start, dtype=torch.float64),
+            center_learning_rate=learning_rate,
+            stdev_learning_rate=sigma_learning_rate,
+            stdev_init=sigma,
+            objective_sense="max",
+            ranking_method="centered",
+            optimizer="adam",
+            symmetric=True,
+        )
+
+    def ask(self) -> np.ndarray:
+        # the samples come from torch's global generator: seed a fork of it per generation
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed * 100_003 + self.generation)
+            values = self._ask(self.state, popsize=self.population)
+        self.generation += 1
+        self._values = values
+        return np.asarray(values.numpy())
+
+    def tell(self, candidates: np.ndarray, returns: np.ndarray) -> None:
+        finite = returns[np.isfinite(returns)]
+        floor = float(finite.min()) - 1.0 if finite.size else 0.0
+        evals = torch.as_tensor(np.where(np.isfinite(returns), returns, floor))
+        self.state = self._tell(self.state, self._values, evals)
+
+    def center(self) -> np.ndarray:
+        return np.asarray(self.state.optimizer_state.center.numpy())
+
+
+def train_with_es(
+    policy: ObservationalDropoutPolicy,
+    make_env: Callable[[], gym.Env[Any, Any]],
+    generations: int,
+    *,
+    algorithm: str = "pgpe",
+    population: int = 384,
+    episodes: int = 16,
+    sigma: float = 0.1,
+    learning_rate: float = 0.01,
+    sigma_learning_rate: float = 0.2,
+    max_steps: int = 1000,
+    seed: int = 0,
+    workers: int = 1,
+    ray_address: str | None = None,
+) -> EvolutionResult:
+    r"""Train the policy's acting parameters (M, the controller, the action head) by an
+    evolution strategy on the mean return of deterministic episodes, as the paper did.
+
+    Each generation's candidates are scored on the same ``episodes`` seeds
+    (``seed + 1000 * generation + e``) by :func:`population_returns` (on the swing-up, all
+    of them together as tensors), or by :class:`~paperports.integrations.sb3.workers.RayEvaluator`
+    with ``workers > 1``. The best candidate scored, the starting parameters included, is
+    written back into ``policy``, so ``model.predict``, ``model.save`` and
+    ``RecurrentPPO.load`` work as after gradient training.
+
+    Args:
+        policy: The policy to train, for example ``RecurrentPPO(...).policy``.
+        make_env: Builds the wrapped environment (an :class:`ObservationalDropoutWrapper`).
+        generations: Updates of the search distribution.
+        algorithm: ``"pgpe"`` (the paper's PEPG: evotorch's PGPE with symmetric samples,
+            centred ranks and Adam, the search's mean scored beside its samples each
+            generation) or ``"cma"`` (CMA-ES from ``cma``, the start scored in the first
+            generation).
+        population: Candidates per generation (the paper's 384; even for PGPE, whose samples
+            come in mirrored pairs).
+        episodes: Episodes per evaluation (the paper's 16).
+        sigma: Initial standard deviation of the search around the current parameters.
+        learning_rate: PGPE's learning rate for the mean (Adam).
+        sigma_learning_rate: PGPE's learning rate for the standard deviations.
+        max_steps: Step limit per episode.
+        seed: Seed of the search and of the episodes.
+        workers: Ray workers that share each generation (1: this process).
+        ray_address: With ``workers > 1``: ``None`` starts a local Ray; a running cluster's
+            address (``"auto"``, ``"host:port"``, ``"ray://host:port"``) uses it.
+
+    Raises:
+        ValueError: non-positive budgets or step sizes, an odd PGPE population, a Ray
+            address where no cluster answers.
+        TypeError: a policy other than :class:`ObservationalDropoutPolicy`, counts that are
+            not integers.
+    """
+    who = "train_with_es"
+    _check_policy(policy, who)
+    if not callable(make_env):
+        raise TypeError(f"{who}: make_env must build an environment, got {type(make_env).__name__}")
+    generations = check_int("generations", generations, minimum=1, who=who)
+    algorithm = check_choice("algorithm", algorithm, ALGORITHMS, who=who)
+    population = check_int("population", population, minimum=2, who=who)
+    if algorithm == "pgpe" and population % 2:
+        raise ValueError(
+            f"{who}: PGPE samples mirrored pairs, so population must be even, got {population}"
+        )
+    episodes = check_int("episodes", episodes, minimum=1, who=who)
+    max_steps = check_int("max_steps", max_steps, minimum=1, who=who)
+    seed = check_int("seed", seed, minimum=0, who=who)
+    workers = check_int("workers", workers, minimum=1, who=who)
+    sigma = check_float("sigma", sigma, minimum=0.0, open_low=True, who=who)
+    learning_rate = check_float("learning_rate", learning_rate, minimum=0.0, open_low=True, who=who)
+    sigma_learning_rate = check_float(
+        "sigma_learning_rate", sigma_learning_rate, minimum=0.0, who=who
+    )
+    if workers > 1:
+        from paperports.integrations.sb3.workers import check_ray_address
+
+        ray_address = check_ray_address(ray_address, who)
+    params = acting_parameters(policy)
+    start = parameters_to_vector(params).detach().cpu().double().numpy()
+    search: _Search = (
+        _PgpeSearch(start, sigma, population, seed, learning_rate, sigma_learning_rate)
+        if algorithm == "pgpe"
+        else _CmaSearch(start, sigma, population, seed)
+    )
+    evaluate: Callable[[np.ndarray, list[int]], np.ndarray]
+    if workers > 1:
+        from paperports.integrations.sb3.workers import RayEvaluator
+
+        evaluator = RayEvaluator(policy, make_env, workers, ray_address)
+        evaluate = lambda candidates, seeds: evaluator(candidates, seeds, max_steps)  # noqa: E731
+    else:
+        evaluator = None
+        evaluate = lambda candidates, seeds: population_returns(  # noqa: E731
+            policy, candidates, make_env, seeds, max_steps
+        )
+    result = EvolutionResult(best_return=-np.inf)
+    best = start
+    try:
+        for generation in range(generations):
+            seeds = [seed + 1000 * generation + e for e in range(episodes)]
+            candidates = search.ask()
+            # scored beside the candidates: the start (the return to beat) in the first
+            # generation, and the search's mean where it has one
+            extra = [c for c in (search.center(),) if c is not None]
+            if generation == 0:
+                extra.insert(0, start)
+            scored = evaluate(np.stack([*extra, *candidates]), seeds)
+            for vector, value in zip(extra, scored[: len(extra)], strict=True):
+                if np.isfinite(value) and value > result.best_return:
+                    result.best_return, best = float(value), vector
+                    result.best_generation = generation
+            returns = np.where(np.isfinite(scored), scored, -np.inf)[len(extra) :]
+            search.tell(candidates, returns)
+            result.evaluations += len(scored) * episodes
+            result.best_per_generation.append(float(returns.max()))
+            result.mean_per_generation.append(float(np.mean(returns)))
+            if returns.max() > result.best_return:
+                result.best_return = float(returns.max())
+                best = candidates[int(np.argmax(returns))]
+                result.best_generation = generation
+    finally:
+        if evaluator is not None:
+            evaluator.close()
+    vector_to_parameters(
+        torch.as_tensor(best, dtype=params[0].dtype, device=params[0].device), params
+    )
+    return result
+
+
 def train_with_cma(
     policy: ObservationalDropoutPolicy,
     make_env: Callable[[], gym.Env[Any, Any]],
@@ -334,7 +548,8 @@ def train_with_cma(
     max_steps: int = 1000,
     seed: int = 0,
 ) -> EvolutionResult:
-    """Search the policy's acting parameters with CMA-ES for the highest mean return.
+    """Search the policy's acting parameters with CMA-ES for the highest mean return:
+    :func:`train_with_es` with ``algorithm="cma"`` and this function's smaller defaults.
 
     Args:
         policy: The policy to train, for example ``RecurrentPPO(...).policy``.
@@ -356,42 +571,14 @@ def train_with_cma(
         TypeError: a policy other than :class:`ObservationalDropoutPolicy`, or counts that
             are not integers.
     """
-    require("sb3", "cma", feature="train_with_cma")
-    import cma
-
-    who = "train_with_cma"
-    _check_policy(policy, who)
-    if not callable(make_env):
-        raise TypeError(f"{who}: make_env must build an environment, got {type(make_env).__name__}")
-    generations = check_int("generations", generations, minimum=1, who=who)
-    population = check_int("population", population, minimum=2, who=who)
-    episodes = check_int("episodes", episodes, minimum=1, who=who)
-    max_steps = check_int("max_steps", max_steps, minimum=1, who=who)
-    seed = check_int("seed", seed, minimum=0, who=who)
-    sigma = check_float("sigma", sigma, minimum=0.0, open_low=True, who=who)
-    params = acting_parameters(policy)
-    start = parameters_to_vector(params).detach().cpu().double().numpy()
-    strategy = cma.CMAEvolutionStrategy(
-        start, sigma, {"popsize": population, "seed": seed + 1, "verbose": -9}
+    return train_with_es(
+        policy,
+        make_env,
+        generations,
+        algorithm="cma",
+        population=population,
+        sigma=sigma,
+        episodes=episodes,
+        max_steps=max_steps,
+        seed=seed,
     )
-    result = EvolutionResult(best_return=-np.inf)
-    best = start
-    for generation in range(generations):
-        seeds = [seed + 1000 * generation + e for e in range(episodes)]
-        candidates = strategy.ask()
-        scored = np.stack([start, *candidates]) if generation == 0 else np.stack(candidates)
-        batch = population_returns(policy, scored, make_env, seeds, max_steps)
-        if generation == 0:  # the starting point: the return to beat
-            result.best_return, batch = float(batch[0]), batch[1:]
-        returns = [float(r) if np.isfinite(r) else -np.inf for r in batch]
-        strategy.tell(candidates, [-r if np.isfinite(r) else 1e300 for r in returns])
-        result.evaluations += len(scored) * episodes
-        result.best_per_generation.append(max(returns))
-        result.mean_per_generation.append(float(np.mean(returns)))
-        if max(returns) > result.best_return:
-            result.best_return = max(returns)
-            best = candidates[int(np.argmax(returns))]
-    vector_to_parameters(
-        torch.as_tensor(best, dtype=params[0].dtype, device=params[0].device), params
-    )
-    return result

@@ -295,6 +295,17 @@ VALUES = [
         lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address=6379),
         "ray_address",
     ),
+    case(
+        "es checkpoint a number",
+        lambda: train_with_es(policy(), wrapped, 1, checkpoint=3),
+        "checkpoint",
+    ),
+    case(
+        "es checkpoint a folder",
+        lambda: train_with_es(policy(), wrapped, 1, checkpoint=Path(__file__).parent),
+        "checkpoint",
+        "folder",
+    ),
     case("cma sigma=0", lambda: train_with_cma(policy(), wrapped, 1, sigma=0.0), "sigma"),
     case(
         "cma sigma=nan", lambda: train_with_cma(policy(), wrapped, 1, sigma=float("nan")), "sigma"

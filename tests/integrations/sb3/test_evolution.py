@@ -296,3 +296,30 @@ def test_the_es_extra_is_named_when_missing(
     with pytest.raises(MissingExtraError, match=r'pip install "paperports\[es\]"'):
         train_with_es(policy, make_env, 1, population=4, max_steps=5, **options)
     torch.testing.assert_close(parameters_to_vector(acting_parameters(policy)), before)
+
+
+def test_a_search_stopped_and_resumed_from_its_checkpoint_ends_where_one_run_does(
+    tmp_path: Path,
+) -> None:
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
+
+    options: dict[str, Any] = {"population": 6, "episodes": 2, "max_steps": 40, "seed": 1}
+    straight = _paper_policy(make).policy
+    whole = train_with_es(straight, make, 4, **options)
+    path = tmp_path / "es.pkl"
+    stopped = _paper_policy(make).policy
+    train_with_es(stopped, make, 2, checkpoint=path, **options)
+    resumed = _paper_policy(make).policy  # a new process would build it afresh
+    result = train_with_es(resumed, make, 4, checkpoint=path, **options)
+    assert result == whole
+    torch.testing.assert_close(
+        parameters_to_vector(acting_parameters(resumed)),
+        parameters_to_vector(acting_parameters(straight)),
+    )
+    with pytest.raises(ValueError, match="population: saved 6, now 8"):
+        train_with_es(resumed, make, 5, checkpoint=path, **(options | {"population": 8}))
+    path.write_bytes(b"truncated")
+    with pytest.warns(RuntimeWarning, match="cannot be read"):
+        train_with_es(resumed, make, 1, checkpoint=path, **options)
+    assert train_with_es(resumed, make, 1, checkpoint=path, **options).best_per_generation

@@ -18,8 +18,12 @@ policy's device); any other environment is copied once per candidate and episode
 
 from __future__ import annotations
 
+import os
+import pickle
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
@@ -425,6 +429,7 @@ def train_with_es(
     seed: int = 0,
     workers: int = 1,
     ray_address: str | None = None,
+    checkpoint: str | Path | None = None,
 ) -> EvolutionResult:
     r"""Train the policy's acting parameters (M, the controller, the action head) by an
     evolution strategy on the mean return of deterministic episodes, as the paper did.
@@ -455,6 +460,11 @@ def train_with_es(
         workers: Ray workers that share each generation (1: this process).
         ray_address: With ``workers > 1``: ``None`` starts a local Ray; a running cluster's
             address (``"auto"``, ``"host:port"``, ``"ray://host:port"``) uses it.
+        checkpoint: A file where the search is saved after every generation (its
+            distribution, the best candidate, the result so far). If it exists, the search
+            resumes from it, so a long run that stops can go on; ``generations`` counts from
+            the start. Saved with other settings, it is refused; damaged, it is reported by
+            a ``RuntimeWarning`` and the search starts over.
 
     Raises:
         ValueError: non-positive budgets or step sizes, an odd PGPE population, a Ray
@@ -486,6 +496,14 @@ def train_with_es(
         from paperports.integrations.sb3.workers import check_ray_address
 
         ray_address = check_ray_address(ray_address, who)
+    if checkpoint is not None:
+        if not isinstance(checkpoint, (str, Path)):
+            raise TypeError(
+                f"{who}: checkpoint must be a file path or None, got {type(checkpoint).__name__}"
+            )
+        checkpoint = Path(checkpoint)
+        if checkpoint.is_dir():
+            raise ValueError(f"{who}: checkpoint must be a file, {checkpoint} is a folder")
     params = acting_parameters(policy)
     start = parameters_to_vector(params).detach().cpu().double().numpy()
     search: _Search = (
@@ -504,10 +522,24 @@ def train_with_es(
         evaluate = lambda candidates, seeds: population_returns(  # noqa: E731
             policy, candidates, make_env, seeds, max_steps
         )
+    settings = {
+        "algorithm": algorithm,
+        "population": population,
+        "episodes": episodes,
+        "sigma": sigma,
+        "learning_rate": learning_rate,
+        "sigma_learning_rate": sigma_learning_rate,
+        "max_steps": max_steps,
+        "seed": seed,
+        "parameters": int(start.size),
+    }
     result = EvolutionResult(best_return=-np.inf)
-    best = start
+    best, first = start, 0
+    saved = _load_checkpoint(checkpoint, settings) if checkpoint is not None else None
+    if saved is not None:
+        search, result, best, first = saved["search"], saved["result"], saved["best"], saved["next"]
     try:
-        for generation in range(generations):
+        for generation in range(first, generations):
             seeds = [seed + 1000 * generation + e for e in range(episodes)]
             candidates = search.ask()
             # scored beside the candidates: the start (the return to beat) in the first
@@ -529,6 +561,9 @@ def train_with_es(
                 result.best_return = float(returns.max())
                 best = candidates[int(np.argmax(returns))]
                 result.best_generation = generation
+            if checkpoint is not None:
+                state = {"search": search, "result": result, "best": best, "next": generation + 1}
+                _save_checkpoint(checkpoint, settings | state)
     finally:
         if evaluator is not None:
             evaluator.close()
@@ -536,6 +571,44 @@ def train_with_es(
         torch.as_tensor(best, dtype=params[0].dtype, device=params[0].device), params
     )
     return result
+
+
+def _save_checkpoint(path: Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``path`` whole or not at all (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    with partial.open("wb") as file:
+        pickle.dump(state, file)
+    os.replace(partial, path)
+
+
+def _load_checkpoint(path: Path, settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The search saved at ``path`` to resume, ``None`` where there is none; a damaged file
+    is reported and started over, one saved with other settings is refused (resuming it
+    would mix two searches)."""
+    if not path.exists():
+        return None
+    try:
+        with path.open("rb") as file:
+            state = pickle.load(file)
+        if not isinstance(state, dict) or not {"search", "result", "best", "next"} <= set(state):
+            raise ValueError("not a train_with_es checkpoint")
+    except Exception as err:
+        warnings.warn(
+            f"train_with_es: the checkpoint {path} cannot be read ({err!r}); starting over "
+            "(it is overwritten after the first generation)",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+        return None
+    different = {k: (state.get(k), v) for k, v in settings.items() if state.get(k) != v}
+    if different:
+        shown = ", ".join(f"{k}: saved {a!r}, now {b!r}" for k, (a, b) in different.items())
+        raise ValueError(
+            f"train_with_es: the checkpoint {path} was saved by a search with other settings "
+            f"({shown}); resume it with its own settings, or pass another checkpoint path"
+        )
+    return state
 
 
 def train_with_cma(

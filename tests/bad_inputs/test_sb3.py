@@ -295,6 +295,13 @@ VALUES = [
         lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address=6379),
         "ray_address",
     ),
+    case("es keep worst", lambda: train_with_es(policy(), wrapped, 1, keep="worst"), "keep"),
+    case(
+        "es keep center with cma",
+        lambda: train_with_es(policy(), wrapped, 1, algorithm="cma", keep="center"),
+        "keep",
+        "cma",
+    ),
     case(
         "es checkpoint a number",
         lambda: train_with_es(policy(), wrapped, 1, checkpoint=3),

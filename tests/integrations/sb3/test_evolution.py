@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pickle
 import sys
 from pathlib import Path
 from typing import Any
@@ -323,3 +324,20 @@ def test_a_search_stopped_and_resumed_from_its_checkpoint_ends_where_one_run_doe
     with pytest.warns(RuntimeWarning, match="cannot be read"):
         train_with_es(resumed, make, 1, checkpoint=path, **options)
     assert train_with_es(resumed, make, 1, checkpoint=path, **options).best_per_generation
+
+
+def test_keep_center_writes_back_the_searchs_mean(tmp_path: Path) -> None:
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.1)
+
+    policy = _paper_policy(make).policy
+    options: dict[str, Any] = {"population": 6, "episodes": 1, "max_steps": 30}
+    train_with_es(policy, make, 2, checkpoint=tmp_path / "es.pkl", keep="center", **options)
+    with (tmp_path / "es.pkl").open("rb") as file:
+        center = pickle.load(file)["search"].center()
+    after = parameters_to_vector(acting_parameters(policy)).detach().double().numpy()
+    np.testing.assert_allclose(after, center, rtol=1e-6)
+    # the mean moved away from the start, and from every scored candidate
+    best = _paper_policy(make).policy
+    train_with_es(best, make, 2, **options)
+    assert not np.allclose(parameters_to_vector(acting_parameters(best)).detach().numpy(), after)

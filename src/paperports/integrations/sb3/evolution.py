@@ -430,6 +430,7 @@ def train_with_es(
     workers: int = 1,
     ray_address: str | None = None,
     checkpoint: str | Path | None = None,
+    keep: str = "best",
 ) -> EvolutionResult:
     r"""Train the policy's acting parameters (M, the controller, the action head) by an
     evolution strategy on the mean return of deterministic episodes, as the paper did.
@@ -437,9 +438,9 @@ def train_with_es(
     Each generation's candidates are scored on the same ``episodes`` seeds
     (``seed + 1000 * generation + e``) by :func:`population_returns` (on the swing-up, all
     of them together as tensors), or by :class:`~paperports.integrations.sb3.workers.RayEvaluator`
-    with ``workers > 1``. The best candidate scored, the starting parameters included, is
-    written back into ``policy``, so ``model.predict``, ``model.save`` and
-    ``RecurrentPPO.load`` work as after gradient training.
+    with ``workers > 1``. The parameters ``keep`` names are written back into ``policy``,
+    so ``model.predict``, ``model.save`` and ``RecurrentPPO.load`` work as after gradient
+    training.
 
     Args:
         policy: The policy to train, for example ``RecurrentPPO(...).policy``.
@@ -465,6 +466,12 @@ def train_with_es(
             resumes from it, so a long run that stops can go on; ``generations`` counts from
             the start. Saved with other settings, it is refused; damaged, it is reported by
             a ``RuntimeWarning`` and the search starts over.
+        keep: What is written back: ``"best"``, the candidate with the highest return
+            scored (the starting parameters included, so a search that finds nothing
+            better keeps them), or ``"center"``, PGPE's mean after the last generation (the
+            estimate the search improves; with few episodes per evaluation the best score
+            is partly luck, so the mean often does as well on new episodes after many
+            generations).
 
     Raises:
         ValueError: non-positive budgets or step sizes, an odd PGPE population, a Ray
@@ -492,6 +499,9 @@ def train_with_es(
     sigma_learning_rate = check_float(
         "sigma_learning_rate", sigma_learning_rate, minimum=0.0, who=who
     )
+    keep = check_choice("keep", keep, ("best", "center"), who=who)
+    if keep == "center" and algorithm != "pgpe":
+        raise ValueError(f"{who}: keep='center' is PGPE's mean; with {algorithm!r} keep 'best'")
     if workers > 1:
         from paperports.integrations.sb3.workers import check_ray_address
 
@@ -532,7 +542,7 @@ def train_with_es(
         "max_steps": max_steps,
         "seed": seed,
         "parameters": int(start.size),
-    }
+    }  # what a checkpoint must match (keep only chooses what is written back)
     result = EvolutionResult(best_return=-np.inf)
     best, first = start, 0
     saved = _load_checkpoint(checkpoint, settings) if checkpoint is not None else None
@@ -567,6 +577,10 @@ def train_with_es(
     finally:
         if evaluator is not None:
             evaluator.close()
+    if keep == "center":
+        center = search.center()
+        assert center is not None  # PGPE's
+        best = center
     vector_to_parameters(
         torch.as_tensor(best, dtype=params[0].dtype, device=params[0].device), params
     )

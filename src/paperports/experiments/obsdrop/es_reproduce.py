@@ -1,0 +1,244 @@
+"""The paper's own training: observational dropout by the evolution strategy (issue 27,
+item 4).
+
+    python -m paperports.experiments.obsdrop.es_reproduce --out docs/reports/obsdrop-es
+
+For each peek probability p and seed, the paper's agent (the world model M: one hidden layer
+of 120 tanh units predicting the two accelerations, integrated by Euler steps of 0.01 s,
+starting as the constant-velocity model; the controller: 10 tanh units) is trained by
+:func:`~paperports.integrations.sb3.train_with_es`, PGPE with the paper's population of 384
+and 16 episodes per evaluation, on the reward alone and without a critic; the agent kept
+is the search's mean after the last generation (``keep="center"``). Then it is
+measured as the PPO route's agents are (:mod:`~paperports.experiments.obsdrop.agents`): the
+mean return of deterministic episodes in the real environment with the same dropout, the
+dream transfer (a fresh PPO policy trained inside M alone, then deployed), and M's one-step
+error. The PPO route's committed results (``docs/reports/obsdrop/results.json``) are shown
+beside them.
+
+Every search is checkpointed after each generation under ``<out>/runs``: a run that stops
+resumes where it stopped, and finished agents are not trained again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import torch
+from sb3_contrib import RecurrentPPO
+
+from paperports.experiments.obsdrop.agents import (
+    ENV_ID,
+    PREDICTION_OFFSET,
+    dream_transfer,
+    eval_seed,
+    evaluate_recurrent,
+    prediction_error,
+)
+from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
+from paperports.integrations.sb3 import (
+    ObservationalDropoutPolicy,
+    ObservationalDropoutWrapper,
+    train_with_es,
+)
+from paperports.registry import METHODS, RunContext
+from paperports.reporting import Report
+
+__all__ = ["ES_POLICY", "EsBudget", "es_agent", "reproduce_es"]
+
+# The paper's agent (its code): M's 120 tanh units predict the accelerations; the controller
+# has 10. M starts at zero accelerations, scaled x10 (the swing-up's reach tens of m/s^2).
+ES_POLICY: dict[str, Any] = {
+    "world_model": "cartpole",
+    "world_model_kwargs": {"hidden_sizes": (120,), "acceleration_scale": 10.0, "zero_init": True},
+    "net_arch": [10],
+}
+# The forward-predictive baselines of the paper's dream transfer (120 and 1,200 units).
+PAPER_FORWARD_BASELINES = {120: 274, 1200: 430}
+PPO_RESULTS = Path(__file__).resolve().parents[4] / "docs" / "reports" / "obsdrop" / "results.json"
+
+
+class EsBudget:
+    """What one agent costs: generations of ``population`` x ``episodes``, and the
+    measurements' episodes and dream steps."""
+
+    def __init__(
+        self,
+        generations: int,
+        population: int,
+        episodes: int,
+        eval_episodes: int,
+        dream_steps: int,
+    ) -> None:
+        self.generations = generations
+        self.population = population
+        self.episodes = episodes
+        self.eval_episodes = eval_episodes
+        self.dream_steps = dream_steps
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(vars(self))
+
+
+def _wrapped(p: float) -> ObservationalDropoutWrapper:
+    return ObservationalDropoutWrapper(gym.make(ENV_ID), p)
+
+
+def es_agent(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any]:
+    """Train (or resume, or load) one agent by PGPE and measure it."""
+    runs.mkdir(parents=True, exist_ok=True)
+    done = runs / f"es_{p}_{seed}.json"
+    if done.exists():
+        saved: dict[str, Any] = json.loads(done.read_text())
+        if saved.get("budget") == budget.as_dict():
+            return saved
+    torch.manual_seed(seed)
+    model = RecurrentPPO(
+        ObservationalDropoutPolicy, _wrapped(p), seed=seed, device="cpu", policy_kwargs=ES_POLICY
+    )
+    began = time.perf_counter()
+    result = train_with_es(
+        model.policy,  # type: ignore[arg-type]
+        lambda: _wrapped(p),
+        budget.generations,
+        population=budget.population,
+        episodes=budget.episodes,
+        seed=seed,
+        checkpoint=runs / f"es_{p}_{seed}.pkl",
+        keep="center",
+    )
+    seconds = time.perf_counter() - began
+    returns = evaluate_recurrent(model, p, budget.eval_episodes, eval_seed(seed))
+    measured = {
+        "p": p,
+        "seed": seed,
+        "budget": budget.as_dict(),
+        "return": float(np.mean(returns)),
+        "returns": [float(r) for r in returns],
+        "dream": dream_transfer(model, budget.dream_steps, seed, budget.eval_episodes),
+        "error": prediction_error(model, p, 1000, eval_seed(seed, PREDICTION_OFFSET)),
+        "search": asdict(result),
+        "train_seconds_this_session": seconds,
+    }
+    model.save(runs / f"es_{p}_{seed}.zip")
+    done.write_text(json.dumps(measured) + "\n")
+    return measured
+
+
+def _ppo_rows() -> dict[str, Any]:
+    """The PPO route's committed returns and dream transfers per p, where present."""
+    if not PPO_RESULTS.exists():
+        return {}
+    results = json.loads(PPO_RESULTS.read_text())
+    return {"returns": results.get("returns", {}), "dream": results.get("dream_transfer", {})}
+
+
+def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
+    """Train and measure every agent, then write the report."""
+    report = Report(METHODS["obsdrop"], ctx.out, ctx.command)
+    ps = [0.1, 1.0] if ctx.quick else sorted(PAPER_RETURNS)
+    seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
+    budget = (
+        EsBudget(generations or 3, 16, 2, 20, 2_000)
+        if ctx.quick
+        else EsBudget(generations or 200, 384, 16, 500, 500_000)
+    )
+    first = sorted(ps, key=lambda p: (p != 0.1, p))  # the goal's p first
+    agents = {}
+    for p in first:
+        for seed in seeds:
+            ctx.log(f"obsdrop-es: p = {p:.0%}, seed {seed}, {budget.generations} generations")
+            agents[(p, seed)] = es_agent(p, seed, budget, ctx.out / "runs")
+    ppo = _ppo_rows()
+
+    def per_seed(p: float, key: str) -> list[float]:
+        return [agents[(p, s)][key] for s in seeds]
+
+    report.section("Return against the peek probability, trained by the ES")
+    report.text(
+        f"PGPE (evotorch), population {budget.population}, {budget.episodes} episodes per "
+        f"evaluation, {budget.generations} generations per agent; the search's mean after "
+        f"the last generation, measured over {budget.eval_episodes} held-out episodes of the real "
+        f"environment with the same dropout. Seeds {', '.join(map(str, seeds))}. The dream: "
+        f"a fresh PPO policy trained {budget.dream_steps:,} steps inside M alone, deployed. "
+        "The PPO route's rows are the committed `paperports reproduce obsdrop` results."
+    )
+    rows = []
+    for p in ps:
+        ppo_returns = ppo.get("returns", {}).get(str(p))
+        rows.append(
+            [
+                f"{p:.0%}",
+                " / ".join(f"{v:.1f}" for v in per_seed(p, "return")),
+                f"{np.mean(per_seed(p, 'return')):.0f}",
+                PAPER_RETURNS[p],
+                f"{np.mean(ppo_returns):.0f}" if ppo_returns else "",
+                " / ".join(f"{v:.1f}" for v in per_seed(p, "dream")),
+                " / ".join(f"{v:.3f}" for v in per_seed(p, "error")),
+            ]
+        )
+    report.table(
+        ["p", "ES return per seed", "ES mean", "paper", "PPO route mean", "dream", "M's error"],
+        rows,
+    )
+    dream_best = max(np.mean(per_seed(p, "dream")) for p in ps)
+    report.results["es"] = {
+        "seeds": seeds,
+        "budget": budget.as_dict(),
+        "returns": {str(p): per_seed(p, "return") for p in ps},
+        "dream_transfer": {str(p): per_seed(p, "dream") for p in ps},
+        "one_step_error": {str(p): per_seed(p, "error") for p in ps},
+        "best_per_generation": {
+            str(p): [agents[(p, s)]["search"]["best_per_generation"] for s in seeds] for p in ps
+        },
+        "mean_per_generation": {
+            str(p): [agents[(p, s)]["search"]["mean_per_generation"] for s in seeds] for p in ps
+        },
+        "paper": {str(p): v for p, v in PAPER_RETURNS.items()},
+        "paper_dream_best": PAPER_DREAM_BEST[1],
+        "paper_forward_baselines": PAPER_FORWARD_BASELINES,
+    }
+    if 0.1 in ps:
+        report.finding(
+            "swing-up return at p = 10%, trained by the ES (mean over seeds)",
+            f"{np.mean(per_seed(0.1, 'return')):.0f}",
+            f"{PAPER_RETURNS[0.1]}",
+        )
+    report.finding(
+        "best dream transfer (mean over seeds, best p)",
+        f"{dream_best:.0f}",
+        f"{PAPER_DREAM_BEST[1]} (forward-predictive baselines "
+        f"{PAPER_FORWARD_BASELINES[120]} / {PAPER_FORWARD_BASELINES[1200]})",
+    )
+    return report.write()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m paperports.experiments.obsdrop.es_reproduce", description=__doc__
+    )
+    parser.add_argument("--out", type=Path, default=Path("runs/obsdrop-es"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--generations", type=int, default=None)
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args(argv)
+    command = "python -m paperports.experiments.obsdrop.es_reproduce " + shlex.join(
+        sys.argv[1:] if argv is None else list(argv)
+    )
+    ctx = RunContext(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, command=command)
+    print(reproduce_es(ctx, args.generations))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

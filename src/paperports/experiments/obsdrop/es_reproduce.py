@@ -16,7 +16,12 @@ error. The PPO route's committed results (``docs/reports/obsdrop/results.json``)
 beside them.
 
 Every search is checkpointed after each generation under ``<out>/runs``: a run that stops
-resumes where it stopped, and finished agents are not trained again.
+resumes where it stopped, and finished agents are not trained again. The files are named by
+the agent and a fingerprint of the code that trains and measures it and of the libraries'
+versions (:func:`~paperports.experiments.obsdrop.es_agents.es_fingerprint`: the sb3
+integration, :mod:`~paperports.experiments.obsdrop.es_agents`, the agents' measurements,
+the vectorised swing-up and evotorch): a change to any of them starts the agents afresh
+instead of resuming a search of other code; a change to this module's report does not.
 """
 
 from __future__ import annotations
@@ -25,113 +30,22 @@ import argparse
 import json
 import shlex
 import sys
-import time
 from collections.abc import Sequence
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-import gymnasium as gym
 import numpy as np
-import torch
-from sb3_contrib import RecurrentPPO
 
-from paperports.experiments.obsdrop.agents import (
-    ENV_ID,
-    PREDICTION_OFFSET,
-    dream_transfer,
-    eval_seed,
-    evaluate_recurrent,
-    prediction_error,
-)
+from paperports.experiments.obsdrop.es_agents import EsBudget, es_agent
 from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
-from paperports.integrations.sb3 import (
-    ObservationalDropoutPolicy,
-    ObservationalDropoutWrapper,
-    train_with_es,
-)
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
 
-__all__ = ["ES_POLICY", "EsBudget", "es_agent", "reproduce_es"]
+__all__ = ["reproduce_es"]
 
-# The paper's agent (its code): M's 120 tanh units predict the accelerations; the controller
-# has 10. M starts at zero accelerations, scaled x10 (the swing-up's reach tens of m/s^2).
-ES_POLICY: dict[str, Any] = {
-    "world_model": "cartpole",
-    "world_model_kwargs": {"hidden_sizes": (120,), "acceleration_scale": 10.0, "zero_init": True},
-    "net_arch": [10],
-}
 # The forward-predictive baselines of the paper's dream transfer (120 and 1,200 units).
 PAPER_FORWARD_BASELINES = {120: 274, 1200: 430}
 PPO_RESULTS = Path(__file__).resolve().parents[4] / "docs" / "reports" / "obsdrop" / "results.json"
-
-
-class EsBudget:
-    """What one agent costs: generations of ``population`` x ``episodes``, and the
-    measurements' episodes and dream steps."""
-
-    def __init__(
-        self,
-        generations: int,
-        population: int,
-        episodes: int,
-        eval_episodes: int,
-        dream_steps: int,
-    ) -> None:
-        self.generations = generations
-        self.population = population
-        self.episodes = episodes
-        self.eval_episodes = eval_episodes
-        self.dream_steps = dream_steps
-
-    def as_dict(self) -> dict[str, int]:
-        return dict(vars(self))
-
-
-def _wrapped(p: float) -> ObservationalDropoutWrapper:
-    return ObservationalDropoutWrapper(gym.make(ENV_ID), p)
-
-
-def es_agent(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any]:
-    """Train (or resume, or load) one agent by PGPE and measure it."""
-    runs.mkdir(parents=True, exist_ok=True)
-    done = runs / f"es_{p}_{seed}.json"
-    if done.exists():
-        saved: dict[str, Any] = json.loads(done.read_text())
-        if saved.get("budget") == budget.as_dict():
-            return saved
-    torch.manual_seed(seed)
-    model = RecurrentPPO(
-        ObservationalDropoutPolicy, _wrapped(p), seed=seed, device="cpu", policy_kwargs=ES_POLICY
-    )
-    began = time.perf_counter()
-    result = train_with_es(
-        model.policy,  # type: ignore[arg-type]
-        lambda: _wrapped(p),
-        budget.generations,
-        population=budget.population,
-        episodes=budget.episodes,
-        seed=seed,
-        checkpoint=runs / f"es_{p}_{seed}.pkl",
-        keep="center",
-    )
-    seconds = time.perf_counter() - began
-    returns = evaluate_recurrent(model, p, budget.eval_episodes, eval_seed(seed))
-    measured = {
-        "p": p,
-        "seed": seed,
-        "budget": budget.as_dict(),
-        "return": float(np.mean(returns)),
-        "returns": [float(r) for r in returns],
-        "dream": dream_transfer(model, budget.dream_steps, seed, budget.eval_episodes),
-        "error": prediction_error(model, p, 1000, eval_seed(seed, PREDICTION_OFFSET)),
-        "search": asdict(result),
-        "train_seconds_this_session": seconds,
-    }
-    model.save(runs / f"es_{p}_{seed}.zip")
-    done.write_text(json.dumps(measured) + "\n")
-    return measured
 
 
 def _ppo_rows() -> dict[str, Any]:
@@ -153,15 +67,15 @@ def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
         else EsBudget(generations or 200, 384, 16, 500, 500_000)
     )
     first = sorted(ps, key=lambda p: (p != 0.1, p))  # the goal's p first
-    agents = {}
+    trained = {}
     for p in first:
         for seed in seeds:
             ctx.log(f"obsdrop-es: p = {p:.0%}, seed {seed}, {budget.generations} generations")
-            agents[(p, seed)] = es_agent(p, seed, budget, ctx.out / "runs")
+            trained[(p, seed)] = es_agent(p, seed, budget, ctx.out / "runs")
     ppo = _ppo_rows()
 
     def per_seed(p: float, key: str) -> list[float]:
-        return [agents[(p, s)][key] for s in seeds]
+        return [trained[(p, s)][key] for s in seeds]
 
     report.section("Return against the peek probability, trained by the ES")
     report.text(
@@ -198,10 +112,10 @@ def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
         "dream_transfer": {str(p): per_seed(p, "dream") for p in ps},
         "one_step_error": {str(p): per_seed(p, "error") for p in ps},
         "best_per_generation": {
-            str(p): [agents[(p, s)]["search"]["best_per_generation"] for s in seeds] for p in ps
+            str(p): [trained[(p, s)]["search"]["best_per_generation"] for s in seeds] for p in ps
         },
         "mean_per_generation": {
-            str(p): [agents[(p, s)]["search"]["mean_per_generation"] for s in seeds] for p in ps
+            str(p): [trained[(p, s)]["search"]["mean_per_generation"] for s in seeds] for p in ps
         },
         "paper": {str(p): v for p, v in PAPER_RETURNS.items()},
         "paper_dream_best": PAPER_DREAM_BEST[1],

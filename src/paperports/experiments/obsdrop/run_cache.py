@@ -45,12 +45,14 @@ def _code(source: str) -> str:
     return ast.dump(tree)
 
 
-def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
+def code_fingerprint(
+    extra_files: tuple[Path, ...] = (), extra_libraries: tuple[str, ...] = ()
+) -> str:
     """A hash of the code that trains and measures the agents (the sb3 integration, the
     swing-up and the dropout wrapper, and ``extra_files``) and of the library versions.
     The code is hashed as its syntax tree without docstrings, so that rewording a comment
     or a docstring, or reformatting, keeps the finished runs; any change to what runs
-    starts them afresh."""
+    starts them afresh. ``extra_libraries`` are hashed with their versions too."""
     sb3_dir = Path(paperports.integrations.sb3.__file__).parent
     files = [
         *sorted(sb3_dir.glob("*.py")),
@@ -62,7 +64,7 @@ def code_fingerprint(extra_files: tuple[Path, ...] = ()) -> str:
     for path in files:
         digest.update(path.name.encode())
         digest.update(_code(path.read_text()).encode())
-    for library in _LIBRARIES:
+    for library in (*_LIBRARIES, *extra_libraries):
         digest.update(f"{library}=={version(library)}".encode())
     return digest.hexdigest()[:16]
 

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
+from stable_baselines3.common.envs import FakeImageEnv
 
 import paperports.adapters  # noqa: F401
 from paperports.adapters.observational_dropout import ObservationalDropoutWrapper
@@ -118,7 +119,36 @@ def test_bad_arguments_are_refused() -> None:
     for p in (0.0, -0.1, 1.5):
         with pytest.raises(ValueError, match=r"peek_prob must be a finite number in \(0.0, 1.0\]"):
             ObservationalDropoutWrapper(base, p)
-    image = gym.make("CartPole-v1")
-    image.observation_space = gym.spaces.Box(0, 255, (4, 4, 3), np.uint8)
-    with pytest.raises(ValueError, match="flat Box"):
-        ObservationalDropoutWrapper(image, 0.5)
+    discrete = gym.make("FrozenLake-v1")
+    with pytest.raises(ValueError, match="needs a Box observation space, flat or an image"):
+        ObservationalDropoutWrapper(discrete, 0.5)
+
+
+def test_images_are_masked_whole_in_a_dict_beside_the_peek_and_previous_action() -> None:
+    """An image observation (SB3's FakeImageEnv) cannot be concatenated with the flag and
+    the action: the wrapper gives SB3's layout for images beside vectors, a Dict."""
+    env = ObservationalDropoutWrapper(
+        FakeImageEnv(screen_height=36, screen_width=36, n_channels=3, discrete=False), 0.5
+    )
+    space = env.observation_space
+    assert isinstance(space, gym.spaces.Dict) and env.image
+    assert set(space.spaces) == {"observation", "peek", "previous_action"}
+    assert space["observation"].shape == (36, 36, 3) and space["observation"].dtype == np.uint8
+    obs, info = env.reset(seed=0)
+    assert obs["peek"][0] == 1.0 and np.array_equal(obs["observation"], info["true_obs"])
+    np.testing.assert_array_equal(obs["previous_action"], np.zeros(5, np.float32))
+    seen = set()
+    for _ in range(30):
+        action = np.full(5, 2.0, np.float32)  # clipped to the action space's 1
+        obs, _, _, _, info = env.step(action)
+        assert space.contains(obs)
+        np.testing.assert_array_equal(obs["previous_action"], np.ones(5, np.float32))
+        shown = info["true_obs"] if info["peek"] else np.zeros_like(info["true_obs"])
+        np.testing.assert_array_equal(obs["observation"], shown)
+        assert obs["peek"][0] == float(info["peek"])
+        seen.add(info["peek"])
+    assert seen == {True, False}
+    exposed = ObservationalDropoutWrapper(FakeImageEnv(discrete=True), 0.5, expose_true_obs=True)
+    obs, info = exposed.reset(seed=0)
+    np.testing.assert_array_equal(obs["true_observation"], info["true_obs"])
+    sb3_check_env(exposed, warn=True)  # (gymnasium's checker: FakeImageEnv ignores seeds)

@@ -89,9 +89,9 @@ CONFIG = [
     ),
     case("wrapper env a name", lambda: ObservationalDropoutWrapper(SWINGUP, 0.5), "env"),
     case(
-        "wrapper image observations",
-        lambda: ObservationalDropoutWrapper(_image_env(), 0.5),
-        "flat Box",
+        "wrapper discrete observations",
+        lambda: ObservationalDropoutWrapper(gym.make("FrozenLake-v1"), 0.5),
+        "Box observation space",
     ),
     case(
         "prediction_loss_coef=nan",
@@ -230,6 +230,11 @@ DTYPE = [
         "make_env",
     ),
     case("dream action a word", lambda: dream().step("left"), "action"),
+    case(
+        "policy share_features_extractor=False",
+        lambda: ppo(share_features_extractor=False),
+        "share_features_extractor",
+    ),
 ]
 
 EMPTY = [
@@ -391,12 +396,6 @@ VALUES = [
     case("reward of a short observation", lambda: cartpole_reward(np.zeros(3)), "obs", "(5,)"),
     case("terminated of an empty observation", lambda: cartpole_terminated(np.zeros(0)), "obs"),
 ]
-
-
-def _image_env() -> gym.Env:  # type: ignore[type-arg]
-    env = gym.make("CartPole-v1")
-    env.observation_space = gym.spaces.Box(0, 255, (4, 4, 3), np.uint8)
-    return env
 
 
 def _stepped(env: Any, action: Any) -> Any:

@@ -23,8 +23,12 @@ With ``expose_true_obs=True`` the true observation is appended,
 critic that sees it in training while the actor and the world model do not
 (``ObservationalDropoutPolicy(privileged_critic=True)``).
 
-A ``Dict`` observation space is flattened (``gymnasium.spaces.flatten``) before masking; any
-other space that is not a flat ``Box`` is refused.
+A ``Dict`` observation space is flattened (``gymnasium.spaces.flatten``) before masking.
+An image (a ``Box`` of more than one dimension, such as CarRacing's frames) is masked
+whole, and the wrapper's observation becomes a ``Dict``, as SB3 expects of images beside
+vectors: ``{"observation": image * peek, "peek": (1,), "previous_action": (A,)}`` (and
+``"true_observation"`` with ``expose_true_obs``); the policy's features extractor (SB3's
+``NatureCNN`` for images) reads the image. Any other space is refused.
 """
 
 from __future__ import annotations
@@ -44,22 +48,21 @@ from gymnasium import spaces  # noqa: E402
 __all__ = ["ObservationalDropoutWrapper"]
 
 
-class ObservationalDropoutWrapper(
-    gym.Wrapper[np.ndarray, Any, Any, Any], gym.utils.RecordConstructorArgs
-):
+class ObservationalDropoutWrapper(gym.Wrapper[Any, Any, Any, Any], gym.utils.RecordConstructorArgs):
     """Show the true observation with probability ``peek_prob``, zeros otherwise.
 
     Args:
-        env: The environment; its observation space must be a flat ``Box`` (or a ``Dict``,
-            flattened); its action space a ``Box`` or ``Discrete``.
+        env: The environment; its observation space must be a ``Box``, flat or an image (or a
+            ``Dict``, flattened); its action space a ``Box`` or ``Discrete``.
         peek_prob: :math:`p \\in (0, 1]`; 1 shows every observation.
         expose_true_obs: Append the true observation to every observation, for a
             privileged critic (``ObservationalDropoutPolicy(privileged_critic=True)``); a
             policy that acts on it would defeat the dropout.
 
     Attributes:
-        obs_size: Size of the true (flattened) observation; the policy's input is
-            ``obs_size + 1 + action_size``.
+        obs_size: Size of the true (flattened) observation; for a flat one the policy's
+            input is ``obs_size + 1 + action_size``.
+        image: Whether the observation is an image (the wrapper's observation a ``Dict``).
         action_size: Size of the encoded previous action.
     """
 
@@ -81,11 +84,12 @@ class ObservationalDropoutWrapper(
         self._flatten_dict = isinstance(space, spaces.Dict)
         if self._flatten_dict:
             space = spaces.flatten_space(space)
-        if not isinstance(space, spaces.Box) or len(space.shape) != 1:
+        if not isinstance(space, spaces.Box) or len(space.shape) == 0:
             raise ValueError(
-                "ObservationalDropoutWrapper needs a flat Box observation space (a Dict is "
-                f"flattened), got {env.observation_space}"
+                "ObservationalDropoutWrapper needs a Box observation space, flat or an image "
+                f"(a Dict is flattened), got {env.observation_space}"
             )
+        self.image = len(space.shape) > 1
         self._true_space = space
         action = env.action_space
         if isinstance(action, spaces.Box):
@@ -99,14 +103,31 @@ class ObservationalDropoutWrapper(
             raise ValueError(
                 f"ObservationalDropoutWrapper needs a Box or Discrete action space, got {action}"
             )
-        self.obs_size = int(space.shape[0])
+        self.obs_size = int(np.prod(space.shape))
+        self._previous_action = np.zeros(self.action_size, dtype=np.float32)
+        if self.image:
+            shown = spaces.Box(
+                np.minimum(space.low, 0).astype(space.dtype),
+                np.maximum(space.high, 0).astype(space.dtype),
+                dtype=space.dtype,  # type: ignore[arg-type]
+            )
+            parts: dict[str, spaces.Space[Any]] = {
+                "observation": shown,
+                "peek": spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32),
+                "previous_action": spaces.Box(
+                    act_low.astype(np.float32), act_high.astype(np.float32), dtype=np.float32
+                ),
+            }
+            if self.expose_true_obs:
+                parts["true_observation"] = space
+            self.observation_space = spaces.Dict(parts)  # type: ignore[assignment]
+            return
         low = np.concatenate([np.minimum(space.low, 0.0), [0.0], act_low])
         high = np.concatenate([np.maximum(space.high, 0.0), [1.0], act_high])
         if self.expose_true_obs:
             low, high = np.concatenate([low, space.low]), np.concatenate([high, space.high])
         low, high = low.astype(np.float32), high.astype(np.float32)
         self.observation_space = spaces.Box(low, high, dtype=np.float32)
-        self._previous_action = np.zeros(self.action_size, dtype=np.float32)
 
     def _encode_action(self, action: Any) -> np.ndarray:
         space = self.env.action_space
@@ -123,10 +144,21 @@ class ObservationalDropoutWrapper(
     def _true(self, obs: Any) -> np.ndarray:
         if self._flatten_dict:
             obs = spaces.flatten(self.env.observation_space, obs)
+        if self.image:
+            return np.asarray(obs, dtype=self._true_space.dtype)
         return np.asarray(obs, dtype=np.float32).reshape(-1)
 
-    def _masked(self, true_obs: np.ndarray, peek: bool) -> np.ndarray:
+    def _masked(self, true_obs: np.ndarray, peek: bool) -> Any:
         shown = true_obs if peek else np.zeros_like(true_obs)
+        if self.image:
+            masked = {
+                "observation": shown,
+                "peek": np.array([float(peek)], dtype=np.float32),
+                "previous_action": self._previous_action.copy(),
+            }
+            if self.expose_true_obs:
+                masked["true_observation"] = true_obs
+            return masked
         parts: list[np.ndarray] = [shown, np.array([float(peek)]), self._previous_action]
         if self.expose_true_obs:
             parts.append(true_obs)
@@ -134,14 +166,14 @@ class ObservationalDropoutWrapper(
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[np.ndarray, dict[str, Any]]:
+    ) -> tuple[Any, dict[str, Any]]:
         obs, info = self.env.reset(seed=seed, options=options)
         self._previous_action = np.zeros(self.action_size, dtype=np.float32)
         true_obs = self._true(obs)
         info = dict(info, true_obs=true_obs, peek=True)  # the first step always peeks
         return self._masked(true_obs, True), info
 
-    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         space = self.env.action_space
         if isinstance(space, spaces.Discrete):
             chosen = np.asarray(action).reshape(-1)

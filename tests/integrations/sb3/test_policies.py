@@ -1,9 +1,11 @@
 """ObservationalDropoutPolicy inside sb3-contrib's RecurrentPPO: training, the world model's
-gradients, save/load, predict with states, vectorised and discrete environments, bad use."""
+gradients, save/load, predict with states, vectorised and discrete environments, image
+observations through SB3's features extractors, bad use."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import numpy as np
@@ -13,7 +15,10 @@ from sb3_contrib import RecurrentPPO
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.env_util import make_vec_env
+from stable_baselines3.common.envs import FakeImageEnv
 from stable_baselines3.common.evaluation import evaluate_policy
+from stable_baselines3.common.preprocessing import preprocess_obs
+from stable_baselines3.common.torch_layers import FlattenExtractor, NatureCNN
 
 from paperports.integrations.sb3 import (
     CartPoleWorldModel,
@@ -21,6 +26,7 @@ from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
     WorldModelCore,
+    population_returns,
 )
 
 SWINGUP = "paperports/CartPoleSwingUpHarder-v0"
@@ -423,3 +429,90 @@ def test_a_critic_reading_the_belief_too_values_both_and_never_reaches_m(
     assert loaded.mlp_extractor.value_net[0].in_features == 10
     with pytest.raises(ValueError, match="critic_reads_belief needs privileged_critic"):
         small_ppo(swingup(), critic_reads_belief=True)
+
+
+def _image_env(p: float = 0.5, **kwargs: Any) -> ObservationalDropoutWrapper:
+    return ObservationalDropoutWrapper(
+        FakeImageEnv(screen_height=36, screen_width=36, n_channels=1, discrete=False), p, **kwargs
+    )
+
+
+def test_images_go_through_natures_cnn_and_the_world_model_predicts_its_features(
+    tmp_path: Path,
+) -> None:
+    """Image observations, the SB3 way: the features extractor (``NatureCNN`` by default)
+    reads the masked image, and the belief is ``f(o)`` on a peek and M's prediction in
+    feature space otherwise; it trains, saves and loads."""
+    model = RecurrentPPO(
+        ObservationalDropoutPolicy, _image_env(), n_steps=16, batch_size=16, n_epochs=1, seed=0
+    )
+    policy = model.policy
+    assert isinstance(policy.features_extractor, NatureCNN) and policy.obs_size == 512
+    assert policy.world_model.obs_size == 512
+    model.learn(32)
+    obs_space = policy.observation_space
+    assert isinstance(obs_space, gym.spaces.Dict)
+    batch = {
+        key: torch.as_tensor(np.stack([space.sample() for _ in range(2)]))
+        for key, space in obs_space.spaces.items()
+    }
+    batch["peek"] = torch.tensor([[1.0], [0.0]])
+    with torch.no_grad():
+        features = policy.extract_features(batch)
+        assert isinstance(features, torch.Tensor)
+        image = preprocess_obs(batch, obs_space)["observation"]
+        seen = policy.features_extractor(image)
+        torch.testing.assert_close(features[0, :512], seen[0])  # f(o) where it peeks
+        assert torch.all(features[1, :512] == 0)  # nothing where it does not
+        previous = torch.randn(1, 2, 512)
+        starts = torch.zeros(2)
+        belief, _ = policy._process_sequence(
+            features, (previous, torch.zeros_like(previous)), starts, policy.lstm_actor
+        )
+        torch.testing.assert_close(belief[0], seen[0])
+        predicted = policy.world_model(previous[0, 1:], batch["previous_action"][1:].float())
+        torch.testing.assert_close(belief[1], predicted[0])
+    obs, _ = _image_env().reset(seed=1)
+    action, _ = model.predict(obs, episode_start=np.array([True]), deterministic=True)
+    model.save(tmp_path / "image.zip")
+    loaded = RecurrentPPO.load(tmp_path / "image.zip")
+    again, _ = loaded.predict(obs, episode_start=np.array([True]), deterministic=True)
+    np.testing.assert_allclose(again, action, rtol=1e-6)
+
+
+def test_image_policies_take_sb3s_extractor_options_and_a_privileged_critic() -> None:
+    flat = RecurrentPPO(
+        ObservationalDropoutPolicy,
+        _image_env(),
+        n_steps=16,
+        batch_size=16,
+        n_epochs=1,
+        policy_kwargs={
+            "features_extractor_class": FlattenExtractor,
+            "world_model_kwargs": {"hidden_sizes": (8,)},
+        },
+    )
+    assert flat.policy.obs_size == 36 * 36
+    privileged = RecurrentPPO(
+        ObservationalDropoutPolicy,
+        _image_env(expose_true_obs=True),
+        n_steps=16,
+        batch_size=16,
+        n_epochs=1,
+        policy_kwargs={
+            "privileged_critic": True,
+            "features_extractor_kwargs": {"features_dim": 32},
+        },
+    )
+    assert privileged.policy.obs_size == 32
+    privileged.learn(16)
+    with pytest.raises(ValueError, match="share_features_extractor must be True"):
+        RecurrentPPO(
+            ObservationalDropoutPolicy,
+            _image_env(),
+            policy_kwargs={"share_features_extractor": False},
+        )
+    with pytest.raises(ValueError, match="pass privileged_critic=True"):
+        RecurrentPPO(ObservationalDropoutPolicy, _image_env(expose_true_obs=True))
+    with pytest.raises(ValueError, match="flat observations"):
+        population_returns(flat.policy, np.zeros((1, 3)), _image_env, [0], 5)

@@ -82,6 +82,11 @@ def _check_policy(policy: Any, who: str) -> None:
             f"{who}: policy must be an ObservationalDropoutPolicy (e.g. model.policy), got "
             f"{type(policy).__name__}"
         )
+    if policy.image_observations:
+        raise ValueError(
+            f"{who}: the evolution-strategy route searches policies of flat observations; "
+            "this one reads images through a features extractor (train it with RecurrentPPO)"
+        )
 
 
 @torch.no_grad()

@@ -34,7 +34,13 @@ from gymnasium import spaces
 from sb3_contrib.common.recurrent.policies import RecurrentActorCriticPolicy
 from sb3_contrib.common.recurrent.type_aliases import RNNStates
 from stable_baselines3.common.distributions import Distribution
-from stable_baselines3.common.torch_layers import MlpExtractor
+from stable_baselines3.common.preprocessing import is_image_space, preprocess_obs
+from stable_baselines3.common.torch_layers import (
+    BaseFeaturesExtractor,
+    FlattenExtractor,
+    MlpExtractor,
+    NatureCNN,
+)
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
@@ -250,30 +256,18 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         self.critic_trains_world_model = bool(critic_trains_world_model)
         self.privileged_critic = bool(privileged_critic)
         self.critic_reads_belief = bool(critic_reads_belief)
+        if kwargs.get("share_features_extractor", True) is not True:
+            raise ValueError(
+                f"{who}: share_features_extractor must be True: the world model is the shared "
+                "recurrent core, which the actor and the critic read through one extractor"
+            )
         action_size = _action_size(action_space)
-        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
-            raise ValueError(
-                "ObservationalDropoutPolicy needs the flat Box observations of "
-                f"ObservationalDropoutWrapper, got {observation_space}"
-            )
-        # [o * peek, peek, a_{t-1}], or [o * peek, peek, a_{t-1}, o] for a privileged critic
-        width = int(observation_space.shape[0]) - 1 - action_size
-        obs_size = width
-        if self.privileged_critic:
-            obs_size = width // 2 if width % 2 == 0 else 0  # 0: no layout fits, refused below
-        if not _is_dropout_layout(observation_space, obs_size, self.privileged_critic):
-            layout = (
-                "ObservationalDropoutWrapper(..., expose_true_obs=True) (observations "
-                "[o * peek, peek, previous action, o])"
-                if self.privileged_critic
-                else "ObservationalDropoutWrapper (observations [o * peek, peek, previous action]; "
-                "with expose_true_obs=True, pass privileged_critic=True)"
-            )
-            raise ValueError(
-                "ObservationalDropoutPolicy expects an environment wrapped in "
-                f"paperports.adapters.observational_dropout.{layout}; this observation space "
-                f"{observation_space} does not have that layout"
-            )
+        self.image_observations = isinstance(observation_space, spaces.Dict)
+        if self.image_observations:
+            assert isinstance(observation_space, spaces.Dict)
+            obs_size = self._image_layout(observation_space, action_size, kwargs)
+        else:
+            obs_size = self._flat_layout(observation_space, action_size)
         for fixed in ("lstm_hidden_size", "n_lstm_layers", "shared_lstm", "enable_critic_lstm"):
             if fixed in kwargs:
                 raise ValueError(f"{fixed} is fixed by ObservationalDropoutPolicy; drop it")
@@ -299,6 +293,98 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
         )
+
+    def _flat_layout(self, observation_space: spaces.Space[Any], action_size: int) -> int:
+        """The true observation's size in the wrapper's flat layout, checked."""
+        if not isinstance(observation_space, spaces.Box) or len(observation_space.shape) != 1:
+            raise ValueError(
+                "ObservationalDropoutPolicy needs the observations of ObservationalDropoutWrapper "
+                f"(a flat Box, or a Dict around an image), got {observation_space}"
+            )
+        # [o * peek, peek, a_{t-1}], or [o * peek, peek, a_{t-1}, o] for a privileged critic
+        width = int(observation_space.shape[0]) - 1 - action_size
+        obs_size = width
+        if self.privileged_critic:
+            obs_size = width // 2 if width % 2 == 0 else 0  # 0: no layout fits, refused below
+        if not _is_dropout_layout(observation_space, obs_size, self.privileged_critic):
+            layout = (
+                "ObservationalDropoutWrapper(..., expose_true_obs=True) (observations "
+                "[o * peek, peek, previous action, o])"
+                if self.privileged_critic
+                else "ObservationalDropoutWrapper (observations [o * peek, peek, previous action]; "
+                "with expose_true_obs=True, pass privileged_critic=True)"
+            )
+            raise ValueError(
+                "ObservationalDropoutPolicy expects an environment wrapped in "
+                f"paperports.adapters.observational_dropout.{layout}; this observation space "
+                f"{observation_space} does not have that layout"
+            )
+        return obs_size
+
+    def _image_layout(
+        self, observation_space: spaces.Dict, action_size: int, kwargs: dict[str, Any]
+    ) -> int:
+        """The features' size for the wrapper's image layout, checked; sets the features
+        extractor (SB3's ``NatureCNN`` for images unless one is given) in ``kwargs``. The
+        world model then predicts in the extractor's feature space."""
+        who = "ObservationalDropoutPolicy"
+        keys = {"observation", "peek", "previous_action"}
+        expected = keys | ({"true_observation"} if self.privileged_critic else set())
+        if set(observation_space.spaces) != expected:
+            raise ValueError(
+                f"{who} expects an image environment wrapped in ObservationalDropoutWrapper"
+                + (", expose_true_obs=True" if self.privileged_critic else "")
+                + f": a Dict of {sorted(expected)}; got the keys "
+                f"{sorted(observation_space.spaces)}"
+                + (
+                    " (with expose_true_obs=True, pass privileged_critic=True)"
+                    if "true_observation" in observation_space.spaces
+                    else ""
+                )
+            )
+        previous = observation_space["previous_action"]
+        if not isinstance(previous, spaces.Box) or previous.shape != (action_size,):
+            raise ValueError(
+                f"{who}: the observations' previous_action must have the action space's "
+                f"{action_size} values, got {previous}"
+            )
+        image = observation_space["observation"]
+        if kwargs.get("features_extractor_class") is None:
+            kwargs["features_extractor_class"] = (
+                NatureCNN if is_image_space(image, check_channels=False) else FlattenExtractor
+            )
+        extractor_kwargs = kwargs.get("features_extractor_kwargs") or {}
+        probe = kwargs["features_extractor_class"](image, **extractor_kwargs)
+        return int(probe.features_dim)
+
+    def make_features_extractor(self) -> BaseFeaturesExtractor:
+        """SB3's features extractor; for images, of the image alone (the peek and the
+        previous action join its features in :meth:`extract_features`)."""
+        if not self.image_observations:
+            return super().make_features_extractor()
+        space = self.observation_space
+        assert isinstance(space, spaces.Dict)
+        extractor: BaseFeaturesExtractor = self.features_extractor_class(
+            space["observation"], **self.features_extractor_kwargs
+        )
+        return extractor
+
+    def extract_features(  # type: ignore[override]  # SB3's own signature
+        self, obs: Any, features_extractor: BaseFeaturesExtractor | None = None
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """SB3's features; for images, ``[f(o) * peek, peek, a_{t-1}]`` (and ``f(o)`` of the
+        true image for a privileged critic), the layout the world-model core reads, with
+        ``f`` the features extractor applied to the (masked) image."""
+        if not self.image_observations:
+            return super().extract_features(obs, features_extractor)
+        extractor = features_extractor or self.features_extractor
+        pre = preprocess_obs(obs, self.observation_space, normalize_images=self.normalize_images)
+        assert isinstance(pre, dict)
+        peek = pre["peek"].float()
+        parts = [extractor(pre["observation"]) * peek, peek, pre["previous_action"].float()]
+        if self.privileged_critic:
+            parts.append(extractor(pre["true_observation"]))
+        return torch.cat(parts, dim=-1)
 
     def _build_mlp_extractor(self) -> None:
         """sb3-contrib's controller and critic layers; a critic that reads the belief beside

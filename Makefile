@@ -29,8 +29,9 @@ $(STAMP): pyproject.toml
 	# torch first: a plain `torch` requirement would pull the multi-GB CUDA build.
 	$(BIN)/python -m pip install --quiet $(TORCH)
 	$(BIN)/python -m pip install --quiet -e ".[all,test,docs]"
-	# transformers' own model test suite (its sdist's tests/), run over our BERT
-	$(BIN)/python tests/integrations/transformers/fetch_transformers_tests.py $(VENV)/transformers-tests
+	# the ecosystems' own test suites (their sdists' tests/): transformers' model tests, run
+	# over our BERT and BN-LSTM, and sb3-contrib's recurrent-policy tests, over our policy
+	$(BIN)/python tests/integrations/ecosystem_suites.py $(VENV)/ecosystem-tests
 	touch $@
 
 pytest:

@@ -1,7 +1,7 @@
 """transformers' own model test suite over our BERT (issue 25, item 4).
 
 ``ModelTesterMixin`` (transformers' ``tests/test_modeling_common.py``, at the installed
-version, fetched by ``make setup``: see ``fetch_transformers_tests.py``) is what every
+version, fetched by ``make setup``: see ``tests/integrations/ecosystem_suites.py``) is what every
 transformers model is tested with: save and load, ``from_pretrained`` options, attention
 implementations (eager against SDPA in three dtypes, with and without padding), hidden
 states and attentions, head masking, embeddings resizing, gradient checkpointing, training,
@@ -39,9 +39,9 @@ from paperports.integrations.transformers import (
     BertModel,
 )
 
-from ..fetch_transformers_tests import use_suite
+from ...ecosystem_suites import use_suite
 
-use_suite()
+use_suite("transformers")
 
 from transformers_tests.test_configuration_common import ConfigTester  # noqa: E402
 from transformers_tests.test_modeling_common import (  # noqa: E402

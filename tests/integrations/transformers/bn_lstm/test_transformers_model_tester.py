@@ -30,9 +30,9 @@ from paperports.integrations.transformers import (
     BnLstmModel,
 )
 
-from ..fetch_transformers_tests import use_suite
+from ...ecosystem_suites import use_suite
 
-use_suite()
+use_suite("transformers")
 
 from transformers.models.auto import modeling_auto  # noqa: E402
 from transformers_tests.test_configuration_common import ConfigTester  # noqa: E402

@@ -14,7 +14,7 @@ __all__ = ["main", "summary_table"]
 
 
 def _methods_help() -> str:
-    return "\n".join(f"  {m.name:10} {m.title}" for m in METHODS.values())
+    return "\n".join(f"  {m.name:18} {m.title}" for m in METHODS.values())
 
 
 def _selected(name: str) -> list[Method]:

@@ -136,6 +136,18 @@ METHODS: dict[str, Method] = {
             experiments="paperports.experiments.obsdrop",
         ),
         Method(
+            name="obsdrop-carracing",
+            title="Observational dropout on CarRacing, in a VAE's latent space (SB3)",
+            citation=(
+                "Freeman, Metz, Ha (2019). Learning to Predict Without Looking Ahead: World "
+                "Models Without Forward Prediction. NeurIPS 2019. "
+                "https://arxiv.org/abs/1910.13038"
+            ),
+            extras=("sb3", "carracing", "reproduce"),
+            modules=("stable_baselines3", "sb3_contrib", "Box2D", "matplotlib", "tqdm"),
+            experiments="paperports.experiments.obsdrop.carracing",
+        ),
+        Method(
             name="bnlstm",
             title="BN-LSTM (recurrent batch normalization) for PyTorch and transformers",
             citation=(

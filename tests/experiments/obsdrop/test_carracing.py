@@ -6,14 +6,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from paperports.experiments.obsdrop.carracing import QUICK, main
+from paperports import cli
+from paperports.experiments.obsdrop.carracing import QUICK
 
 
 def test_the_quick_carracing_run_reports_both_routes_and_keeps_its_stages(
     tmp_path: Path,
 ) -> None:
     out = tmp_path / "car"
-    assert main(["--quick", "--quiet", "--out", str(out)]) == 0
+    command = ["reproduce", "obsdrop-carracing", "--quick", "--quiet", "--out", str(out)]
+    assert cli.main(command) == 0
+    out = out / "obsdrop-carracing"  # the CLI writes each method into its own folder
     results = json.loads((out / "results.json").read_text())["carracing"]
     assert results["budget"]["frames"] == QUICK.frames
     assert len(results["vae_losses"]) == QUICK.vae_epochs
@@ -25,5 +28,5 @@ def test_the_quick_carracing_run_reports_both_routes_and_keeps_its_stages(
     assert "CarRacing" in (out / "report.md").read_text()
     kept = {path: path.stat().st_mtime_ns for path in (out / "runs").iterdir()}
     assert len(kept) == 3  # the VAE and one file per peek probability
-    assert main(["--quick", "--quiet", "--out", str(out)]) == 0
+    assert cli.main(command) == 0
     assert {path: path.stat().st_mtime_ns for path in (out / "runs").iterdir()} == kept

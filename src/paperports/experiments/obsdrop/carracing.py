@@ -1,6 +1,9 @@
 """Observational dropout on CarRacing, at a budget this machine affords (issue 27, item 5).
 
-    python -m paperports.experiments.obsdrop.carracing --out DIR [--quick]
+    paperports reproduce obsdrop-carracing [--quick] [--out DIR]
+    paperports bench obsdrop-carracing
+
+(or ``python -m paperports.experiments.obsdrop.carracing --out DIR [--quick]``).
 
 The paper's set-up (its code): CarRacing frames encoded by a VAE to a 16-d latent z; M maps
 (z, action) through 10 tanh units to a change of z; a controller of 10 hidden units acts;
@@ -45,6 +48,7 @@ from paperports.adapters.car_racing import (
     collect_frames,
     train_vae,
 )
+from paperports.benchmarking import BenchResult, BenchRow
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -54,7 +58,15 @@ from paperports.integrations.sb3.evolution import episode_return
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
 
-__all__ = ["FULL", "PAPER_RETURNS", "QUICK", "CarBudget", "reproduce_carracing"]
+__all__ = [
+    "FULL",
+    "PAPER_RETURNS",
+    "QUICK",
+    "CarBudget",
+    "bench",
+    "reproduce",
+    "reproduce_carracing",
+]
 
 # The paper's figure (read off, +-3): return against the peek probability; and its linear
 # policy on M's hidden units alone.
@@ -182,7 +194,7 @@ def _agent(
 
 def reproduce_carracing(ctx: RunContext) -> Path:
     """Run every stage and write the report."""
-    report = Report(METHODS["obsdrop"], ctx.out, ctx.command)
+    report = Report(METHODS["obsdrop-carracing"], ctx.out, ctx.command)
     budget = QUICK if ctx.quick else FULL
     ps = [0.1, 1.0] if ctx.quick else [0.1, 0.4, 1.0]
     runs = ctx.out / "runs"
@@ -230,6 +242,57 @@ def reproduce_carracing(ctx: RunContext) -> Path:
         f"{PAPER_RETURNS[0.1]}",
     )
     return report.write()
+
+
+reproduce = reproduce_carracing
+BENCH_STEPS = 500
+
+
+def _steps_per_second(env: gym.Env[Any, Any], act: Any, steps: int, seed: int) -> float:
+    obs, _ = env.reset(seed=seed)
+    start, state, began = np.array([True]), None, time.perf_counter()
+    for _ in range(steps):
+        action, state = act(obs, state, start)
+        obs, _, terminated, truncated, _ = env.step(action)
+        start = np.array([terminated or truncated])
+        if start[0]:
+            obs, _ = env.reset()
+    return steps / (time.perf_counter() - began)
+
+
+def bench(ctx: RunContext) -> BenchResult:
+    """Frames per second of the whole pipeline (CarRacing, the VAE's encoding, the dropout
+    wrapper and the policy's ``predict``) against CarRacing alone stepped with random
+    actions, alternated three times, the best of each (one process, same threads)."""
+    vae = FrameVAE().eval()  # its weights do not change its cost
+    env = _env(vae, 0.1, 1000)
+    model = RecurrentPPO(
+        ObservationalDropoutPolicy, env, seed=ctx.seed, device="cpu", policy_kwargs=POLICY
+    )
+    raw = gym.make(ENV_ID, max_episode_steps=1000)
+    raw.action_space.seed(ctx.seed)
+
+    def pipeline(obs: Any, state: Any, start: np.ndarray) -> tuple[Any, Any]:
+        return model.predict(obs, state=state, episode_start=start, deterministic=True)
+
+    def random(obs: Any, state: Any, start: np.ndarray) -> tuple[Any, Any]:
+        return raw.action_space.sample(), None
+
+    ours, anchor = 0.0, 0.0
+    for _ in range(3):
+        ours = max(ours, _steps_per_second(env, pipeline, BENCH_STEPS, ctx.seed))
+        anchor = max(anchor, _steps_per_second(raw, random, BENCH_STEPS, ctx.seed))
+    ctx.log(f"  CarRacing: pipeline {ours:.0f} frames/s, environment alone {anchor:.0f}")
+    row = BenchRow(
+        "CarRacing pipeline (VAE, dropout wrapper, policy) vs the environment alone, frames/s",
+        ours,
+        anchor,
+        "frames/s",
+        "ratio >= 0.5",
+        higher_is_better=True,
+        extra={"steps": BENCH_STEPS, "latent_size": vae.latent_size},
+    )
+    return BenchResult("obsdrop-carracing", "gymnasium's CarRacing-v3 alone", [row])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -22,6 +22,7 @@ def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
         assert results["dream_transfer"][p][0] is not None
     report = (out / "report.md").read_text()
     assert "trained by the ES" in report and "PPO route" in report
+    assert (out / "return_vs_p.png").is_file()
     # a second run finds every agent finished: nothing is trained or measured again
     saved = {path: path.read_text() for path in (out / "runs").glob("*.json")}
     assert len(saved) == 2

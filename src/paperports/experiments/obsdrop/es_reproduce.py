@@ -30,7 +30,7 @@ import argparse
 import json
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +104,7 @@ def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
         ["p", "ES return per seed", "ES mean", "paper", "PPO route mean", "dream", "M's error"],
         rows,
     )
+    _figure(report, ps, per_seed, ppo)
     dream_best = max(np.mean(per_seed(p, "dream")) for p in ps)
     report.results["es"] = {
         "seeds": seeds,
@@ -134,6 +135,40 @@ def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
         f"{PAPER_FORWARD_BASELINES[120]} / {PAPER_FORWARD_BASELINES[1200]})",
     )
     return report.write()
+
+
+def _figure(
+    report: Report,
+    ps: list[float],
+    per_seed: Callable[[float, str], list[float]],
+    ppo: dict[str, Any],
+) -> None:
+    """Return against p: the ES agents (each seed, and the mean), the PPO route's mean, the
+    paper's."""
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 3.4))
+    for p in ps:
+        ax.plot([p] * len(per_seed(p, "return")), per_seed(p, "return"), ".", color="C0", alpha=0.5)
+    ax.plot(ps, [np.mean(per_seed(p, "return")) for p in ps], "-o", color="C0", label="ES (PGPE)")
+    ppo_returns = ppo.get("returns", {})
+    shown = [p for p in ps if str(p) in ppo_returns]
+    if shown:
+        means = [np.mean(ppo_returns[str(p)]) for p in shown]
+        ax.plot(shown, means, "--s", color="C1", label="PPO route")
+    ax.plot(
+        sorted(PAPER_RETURNS),
+        [PAPER_RETURNS[p] for p in sorted(PAPER_RETURNS)],
+        "k*",
+        label="paper",
+    )
+    ax.set_xscale("log")
+    ax.set_xlabel("peek probability p")
+    ax.set_ylabel("return")
+    ax.legend()
+    report.figure(
+        fig, "return_vs_p", "Return in the real environment against p, by training route."
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

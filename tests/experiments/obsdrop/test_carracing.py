@@ -25,6 +25,8 @@ def test_the_quick_carracing_run_reports_both_routes_and_keeps_its_stages(
             measured = results["agents"][p][route]
             assert len(measured["returns"]) == QUICK.eval_episodes
             assert measured["frames"] > 0 and measured["frames_per_second"] > 0
+    assert len(results["agents"]["0.1"]["probe"]["returns"]) == QUICK.eval_episodes
+    assert "probe" not in results["agents"]["1.0"]  # the paper probed at 10% and 40%
     assert "CarRacing" in (out / "report.md").read_text()
     kept = {path: path.stat().st_mtime_ns for path in (out / "runs").iterdir()}
     assert len(kept) == 3  # the VAE and one file per peek probability

@@ -341,3 +341,27 @@ def test_keep_center_writes_back_the_searchs_mean(tmp_path: Path) -> None:
     best = _paper_policy(make).policy
     train_with_es(best, make, 2, **options)
     assert not np.allclose(parameters_to_vector(acting_parameters(best)).detach().numpy(), after)
+
+
+def test_the_vectorised_evaluation_with_a_controller_on_the_models_hidden_units() -> None:
+    """The acting path hands the controller what the core outputs and keeps the belief as
+    the state: equal to the copies, whose predict does the same."""
+
+    def make() -> ObservationalDropoutWrapper:
+        return ObservationalDropoutWrapper(gym.make("paperports/CartPoleSwingUpHarder-v0"), 0.3)
+
+    policy = RecurrentPPO(
+        ObservationalDropoutPolicy,
+        make(),
+        seed=0,
+        policy_kwargs={"world_model": "cartpole", "controller_input": "belief_and_model_hidden"},
+    ).policy
+    start = parameters_to_vector(acting_parameters(policy)).detach()
+    generator = torch.Generator().manual_seed(2)
+    candidates = (start + 0.3 * torch.randn(4, start.numel(), generator=generator)).numpy()
+    copies = population_returns(policy, candidates, make, [1, 2], 120, vectorized=False)
+    vectorised = population_returns(policy, candidates, make, [1, 2], 120, vectorized=True)
+    np.testing.assert_allclose(vectorised, copies, rtol=1e-5)
+    vector_to_parameters(torch.as_tensor(candidates[0]), acting_parameters(policy))
+    one = np.mean([episode_return(policy, make(), s, 120) for s in (1, 2)])
+    assert one == pytest.approx(vectorised[0], rel=1e-4)

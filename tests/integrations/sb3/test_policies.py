@@ -516,3 +516,60 @@ def test_image_policies_take_sb3s_extractor_options_and_a_privileged_critic() ->
         RecurrentPPO(ObservationalDropoutPolicy, _image_env(expose_true_obs=True))
     with pytest.raises(ValueError, match="flat observations"):
         population_returns(flat.policy, np.zeros((1, 3)), _image_env, [0], 5)
+
+
+@pytest.mark.parametrize("controller_input", ["belief_and_model_hidden", "model_hidden"])
+def test_the_controller_can_read_the_world_models_hidden_units(
+    controller_input: str, tmp_path: Path
+) -> None:
+    """The paper's CarRacing controller reads z and M's hidden units; its linear probe, M's
+    hidden units alone. The state stays the belief."""
+    model = small_ppo(
+        swingup(0.5),
+        world_model="mlp",
+        world_model_kwargs={"hidden_sizes": (10,), "residual": True},
+        controller_input=controller_input,
+        net_arch=[] if controller_input == "model_hidden" else [10],
+    )
+    core = model.policy.lstm_actor
+    assert isinstance(core, WorldModelCore)
+    previous = torch.randn(1, 3, 5)
+    step = torch.cat([torch.randn(3, 5), torch.tensor([[1.0], [0.0], [0.0]]), torch.randn(3, 1)], 1)
+    with torch.no_grad():
+        out, (state, _) = core(step[None], (previous, torch.zeros_like(previous)))
+        predicted, hidden = core.world_model.forward_with_hidden(previous[0], step[:, 6:])
+    belief = torch.cat([step[:1, :5], predicted[1:]])
+    torch.testing.assert_close(state[0], belief)
+    expected = hidden if controller_input == "model_hidden" else torch.cat([belief, hidden], 1)
+    torch.testing.assert_close(out[0], expected)
+    assert hidden.shape == (3, 10) and bool((hidden.abs() <= 1).all())  # tanh units
+    width = 10 if controller_input == "model_hidden" else 15
+    first = (
+        model.policy.action_net
+        if controller_input == "model_hidden"
+        else model.policy.mlp_extractor.policy_net[0]
+    )
+    assert first.in_features == width
+    model.learn(64)
+    model.save(tmp_path / "hidden.zip")
+    loaded = RecurrentPPO.load(tmp_path / "hidden.zip")
+    assert loaded.policy.controller_input == controller_input
+    obs, _ = swingup(0.5).reset(seed=0)
+    action, state = loaded.predict(obs, episode_start=np.array([True]), deterministic=True)
+    assert state[0].shape == (1, 1, 5)
+    again, _ = model.predict(obs, episode_start=np.array([True]), deterministic=True)
+    np.testing.assert_allclose(action, again, rtol=1e-6)
+
+
+def test_reading_hidden_units_needs_a_model_that_exposes_them() -> None:
+    class Opaque(MlpWorldModel):
+        hidden_size = None
+
+        def __init__(self) -> None:
+            super().__init__(5, 1)
+            self.hidden_size = None
+
+    with pytest.raises(ValueError, match="does not expose any"):
+        small_ppo(swingup(), world_model=Opaque(), controller_input="model_hidden")
+    with pytest.raises(ValueError, match="controller_input"):
+        small_ppo(swingup(), controller_input="hidden")

@@ -11,14 +11,16 @@ trained by CMA-ES and scored over 100 episodes. Here: frames collected from the 
 environment (:func:`~paperports.adapters.car_racing.collect_frames`), the VAE trained on
 them (no downloaded weights), the same :class:`ObservationalDropoutWrapper` over the latent
 observation, M an MLP of 10 tanh units predicting the change of z (``residual=True``) and
-the controller 10 tanh units on the belief, trained by CMA-ES (:func:`train_with_es`) and,
-as the SB3 route, by ``RecurrentPPO`` with the same policy; each agent's mean return over
-held-out episodes beside the paper's figure for its peek probability, and the frames per
-second of the whole pipeline.
+the controller 10 tanh units on the belief of z and M's hidden units
+(``controller_input="belief_and_model_hidden"``), trained by CMA-ES
+(:func:`train_with_es`) and, as the SB3 route, by ``RecurrentPPO`` with the same policy;
+and at the peek probabilities of the paper's linear probe, a linear policy on M's hidden
+units alone (``controller_input="model_hidden"``, ``net_arch=[]``) trained by CMA-ES. Each
+agent's mean return over held-out episodes is put beside the paper's figure, with the
+frames per second of each route.
 
-Differences from the paper, besides the budget: the paper's controller also reads M's 10
-hidden units (ours reads the belief of z alone), so the paper's linear probe on those units
-is not run; the episodes are cut at ``episode_steps``.
+Differences from the paper, besides the budget: the episodes are cut at
+``episode_steps``, and every agent is scored on ``eval_episodes``, not 100.
 
 Each finished stage is kept in ``<out>/runs`` (the VAE, each agent's results), keyed by the
 budget, so a stopped run resumes.
@@ -75,7 +77,9 @@ PAPER_LINEAR_PROBE = {0.1: 674, 0.4: 785}
 POLICY: dict[str, Any] = {
     "world_model_kwargs": {"hidden_sizes": (10,), "residual": True},
     "net_arch": [10],
+    "controller_input": "belief_and_model_hidden",
 }
+PROBE_POLICY: dict[str, Any] = POLICY | {"net_arch": [], "controller_input": "model_hidden"}
 
 
 @dataclass(frozen=True)
@@ -148,7 +152,8 @@ def _agent(
             return saved
     steps = budget.episode_steps
     result: dict[str, Any] = {"p": p, "seed": seed, "budget": asdict(budget)}
-    for route in ("cma", "ppo"):
+    routes = ("cma", "ppo", "probe") if p in PAPER_LINEAR_PROBE else ("cma", "ppo")
+    for route in routes:
         _Frames.count = 0
         began = time.perf_counter()
         model = RecurrentPPO(
@@ -158,9 +163,9 @@ def _agent(
             batch_size=64,
             seed=seed,
             device="cpu",
-            policy_kwargs=POLICY,
+            policy_kwargs=PROBE_POLICY if route == "probe" else POLICY,
         )
-        if route == "cma":
+        if route in ("cma", "probe"):
             train_with_es(
                 model.policy,  # type: ignore[arg-type]
                 lambda: _env(vae, p, steps),
@@ -214,13 +219,16 @@ def reproduce_carracing(ctx: RunContext) -> Path:
         "full episodes and scored 100; its returns are read off its figure."
     )
     report.table(
-        ["p", "CMA-ES", "RecurrentPPO", "paper", "frames/s (CMA-ES, PPO)"],
+        ["p", "CMA-ES", "RecurrentPPO", "paper", "linear probe (paper)", "frames/s (CMA, PPO)"],
         [
             [
                 f"{p:.0%}",
                 f"{agents[p]['cma']['return']:.1f}",
                 f"{agents[p]['ppo']['return']:.1f}",
                 PAPER_RETURNS[p],
+                f"{agents[p]['probe']['return']:.1f} ({PAPER_LINEAR_PROBE[p]})"
+                if "probe" in agents[p]
+                else "",
                 f"{agents[p]['cma']['frames_per_second']:.0f}, "
                 f"{agents[p]['ppo']['frames_per_second']:.0f}",
             ]

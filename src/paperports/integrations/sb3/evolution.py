@@ -112,7 +112,8 @@ def episode_return(
 class _ActingPath(nn.Module):
     """The policy's deterministic acting path for one step: the world-model core, the
     controller and the action head (the modules :func:`acting_parameters` lists, in its
-    order). ``forward(obs (E, F), used (E, H)) -> (action output (E, A), used')``; the true
+    order). ``forward(obs (E, F), used (E, H)) -> (action output (E, A), used')``, the
+    controller reading what the core hands it (``controller_input``); the true
     observation that a wrapper with ``expose_true_obs=True`` appends for a privileged critic
     is cut off, as the policy does."""
 
@@ -125,8 +126,8 @@ class _ActingPath(nn.Module):
 
     def forward(self, obs: Tensor, used: Tensor) -> tuple[Tensor, Tensor]:
         inputs = obs[..., : self.core_size]
-        belief, _ = self.core(inputs[None], (used[None], torch.zeros_like(used)[None]))
-        return self.head(self.controller(belief[0])), belief[0]
+        read, (belief, _) = self.core(inputs[None], (used[None], torch.zeros_like(used)[None]))
+        return self.head(self.controller(read[0])), belief[0]
 
 
 _PASS_THROUGH = (TimeLimit, OrderEnforcing, PassiveEnvChecker)

@@ -44,10 +44,13 @@ from stable_baselines3.common.torch_layers import (
 from stable_baselines3.common.type_aliases import Schedule
 from torch import Tensor, nn
 
-from paperports._checks import check_bool, check_float, check_int
+from paperports._checks import check_bool, check_choice, check_float, check_int
 from paperports.integrations.sb3.world_models import CartPoleWorldModel, MlpWorldModel, WorldModel
 
-__all__ = ["ObservationalDropoutPolicy", "WorldModelCore"]
+__all__ = ["CONTROLLER_INPUTS", "ObservationalDropoutPolicy", "WorldModelCore"]
+
+CONTROLLER_INPUTS = ("belief", "belief_and_model_hidden", "model_hidden")
+"""What the controller reads (``ObservationalDropoutPolicy(controller_input=...)``)."""
 
 
 def _action_size(action_space: spaces.Space[Any]) -> int:
@@ -103,9 +106,20 @@ class WorldModelCore(nn.Module):
     While :meth:`recording_prediction_error` is active, each step also records M's squared
     prediction error on the steps where the true observation is known (peeks that do not
     start an episode): the auxiliary prediction loss of the ablation.
+
+    ``output`` is what each step hands the controller: ``"belief"`` (:math:`\tilde o_t`),
+    ``"belief_and_model_hidden"`` (:math:`\tilde o_t` and M's hidden units of the step's
+    prediction, the paper's CarRacing controller) or ``"model_hidden"`` (M's hidden units
+    alone, the paper's linear probe). The state stays :math:`\tilde o_t` either way.
     """
 
-    def __init__(self, world_model: WorldModel, obs_size: int, action_size: int) -> None:
+    def __init__(
+        self,
+        world_model: WorldModel,
+        obs_size: int,
+        action_size: int,
+        output: str = "belief",
+    ) -> None:
         super().__init__()
         self.world_model = world_model
         self.obs_size = obs_size
@@ -113,6 +127,14 @@ class WorldModelCore(nn.Module):
         self.input_size = obs_size + 1 + action_size  # what RecurrentPPO reshapes with
         self.hidden_size = obs_size
         self.num_layers = 1
+        self.output = check_choice("output", output, CONTROLLER_INPUTS, who="WorldModelCore")
+        model_hidden = world_model.hidden_size if output != "belief" else 0
+        if model_hidden is None:
+            raise ValueError(
+                f"controller_input={output!r} reads the world model's hidden units, but "
+                f"{type(world_model).__name__} does not expose any (hidden_size is None)"
+            )
+        self.output_size = (0 if output == "model_hidden" else obs_size) + model_hidden
         self._errors: list[tuple[Tensor, Tensor]] | None = None
 
     def forward(
@@ -132,12 +154,20 @@ class WorldModelCore(nn.Module):
             if episode_starts is not None:
                 kept = (1.0 - episode_starts[t]).unsqueeze(-1)
                 used, known = kept * used, kept * peek
-            predicted = self.world_model(used, last_action)
+            if self.output == "belief":
+                predicted = self.world_model(used, last_action)
+            else:
+                predicted, hidden = self.world_model.forward_with_hidden(used, last_action)
             if self._errors is not None:
                 error = ((predicted - masked) ** 2).sum(-1, keepdim=True)
                 self._errors.append(((known * error).sum(), known.sum()))
             used = peek * masked + (1.0 - peek) * predicted
-            outputs.append(used)
+            if self.output == "belief":
+                outputs.append(used)
+            elif self.output == "model_hidden":
+                outputs.append(hidden)
+            else:
+                outputs.append(torch.cat([used, hidden], dim=-1))
         return torch.stack(outputs), (used.unsqueeze(0), torch.zeros_like(cell))
 
     @contextmanager
@@ -202,6 +232,12 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         :math:`o_t` alone cannot tell (Baisero & Amato 2022: a critic of the state alone
         is biased; one of the history and the state is not). M is still trained by the
         policy gradient alone.
+    :param controller_input: What the controller (and a critic on the belief) reads:
+        ``"belief"`` (:math:`\tilde o_t`, the default), ``"belief_and_model_hidden"``
+        (:math:`\tilde o_t` and M's hidden units of the step's prediction, as the paper's
+        CarRacing controller reads :math:`z` and M's 10 units) or ``"model_hidden"`` (M's
+        hidden units alone; with ``net_arch=[]`` the paper's linear probe). The world model
+        must expose hidden units (``"mlp"`` and ``"cartpole"`` do).
     :param kwargs: Other arguments of ``RecurrentActorCriticPolicy`` (the LSTM settings are
         fixed: the world model is the recurrent core).
     """
@@ -219,6 +255,7 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         critic_trains_world_model: bool = False,
         privileged_critic: bool = False,
         critic_reads_belief: bool = False,
+        controller_input: str = "belief",
         **kwargs: Any,
     ) -> None:
         if critic_trains_world_model and privileged_critic:
@@ -275,7 +312,13 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         self.action_size = action_size
         self.world_model_name = world_model if isinstance(world_model, str) else "custom"
         self.world_model_kwargs = world_model_kwargs or {}
+        self.controller_input = check_choice(
+            "controller_input", controller_input, CONTROLLER_INPUTS, who=who
+        )
         model = self._make_world_model(world_model)
+        # the core's output (what the controller reads); built again after the parent's init
+        core = WorldModelCore(model, obs_size, action_size, self.controller_input)
+        self._core_output_size = core.output_size
         super().__init__(
             observation_space,
             action_space,
@@ -288,7 +331,7 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             enable_critic_lstm=False,
             **kwargs,
         )
-        self.lstm_actor = WorldModelCore(model, obs_size, action_size)  # type: ignore[assignment]
+        self.lstm_actor = core  # type: ignore[assignment]
         # The modules changed after the parent built its optimizer: build it again.
         self.optimizer = self.optimizer_class(  # type: ignore[call-arg]
             self.parameters(), lr=lr_schedule(1), **self.optimizer_kwargs
@@ -389,10 +432,12 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
     def _build_mlp_extractor(self) -> None:
         """sb3-contrib's controller and critic layers; a critic that reads the belief beside
         the true observation takes twice as many inputs."""
+        # the controller reads the core's output, which may carry M's hidden units too
+        self.lstm_output_dim = self._core_output_size
         super()._build_mlp_extractor()
         if self.critic_reads_belief:
             wide = MlpExtractor(
-                2 * self.lstm_output_dim,
+                self.obs_size + self.lstm_output_dim,
                 net_arch=self.net_arch,
                 activation_fn=self.activation_fn,
                 device=self.device,
@@ -558,4 +603,5 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
         data["critic_trains_world_model"] = self.critic_trains_world_model
         data["privileged_critic"] = self.privileged_critic
         data["critic_reads_belief"] = self.critic_reads_belief
+        data["controller_input"] = self.controller_input
         return data

@@ -34,7 +34,14 @@ def _mlp(in_size: int, hidden_sizes: tuple[int, ...], out_size: int, who: str) -
 
 
 class WorldModel(nn.Module):
-    """Base class: ``forward(obs, action) -> predicted next obs``, sizes declared."""
+    """Base class: ``forward(obs, action) -> predicted next obs``, sizes declared.
+
+    A model whose prediction passes through hidden units may expose them:
+    :meth:`forward_with_hidden` returns them beside the prediction and ``hidden_size`` says
+    how many there are (``None``: not exposed). The paper's CarRacing controller reads
+    them (``ObservationalDropoutPolicy(controller_input=...)``)."""
+
+    hidden_size: int | None = None
 
     def __init__(self, obs_size: int, action_size: int) -> None:
         super().__init__()
@@ -44,6 +51,13 @@ class WorldModel(nn.Module):
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def forward_with_hidden(self, obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """``(prediction, hidden units)``: the prediction and the activations of the last
+        hidden layer that produced it, ``(..., hidden_size)``."""
+        raise NotImplementedError(
+            f"{type(self).__name__} does not expose hidden units (its hidden_size is None)"
+        )
 
     def check_inputs(self, obs: Tensor, action: Tensor) -> None:
         """``obs`` ``(..., obs_size)`` and ``action`` ``(..., action_size)`` in the model's
@@ -79,11 +93,21 @@ class MlpWorldModel(WorldModel):
         super().__init__(obs_size, action_size)
         self.net = _mlp(obs_size + action_size, hidden_sizes, obs_size, type(self).__name__)
         self.residual = check_bool("residual", residual, who=type(self).__name__)
+        self.hidden_size = int(hidden_sizes[-1]) if hidden_sizes else None
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
         self.check_inputs(obs, action)
         out: Tensor = self.net(torch.cat([obs, action], dim=-1))
         return obs + out if self.residual else out
+
+    def forward_with_hidden(self, obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """The prediction and the last hidden layer's tanh units (see :class:`WorldModel`)."""
+        if self.hidden_size is None:
+            return super().forward_with_hidden(obs, action)
+        self.check_inputs(obs, action)
+        hidden: Tensor = self.net[:-1](torch.cat([obs, action], dim=-1))
+        out: Tensor = self.net[-1](hidden)
+        return (obs + out if self.residual else out), hidden
 
 
 class CartPoleWorldModel(WorldModel):
@@ -124,6 +148,7 @@ class CartPoleWorldModel(WorldModel):
         )
         check_bool("zero_init", zero_init, who=who)
         self.accelerations = _mlp(5 + 1, hidden_sizes, 2, who)
+        self.hidden_size = int(hidden_sizes[-1]) if hidden_sizes else None
         if zero_init:
             last = self.accelerations[-1]
             assert isinstance(last, nn.Linear)
@@ -131,12 +156,18 @@ class CartPoleWorldModel(WorldModel):
             nn.init.zeros_(last.bias)
 
     def forward(self, obs: Tensor, action: Tensor) -> Tensor:
+        return self.forward_with_hidden(obs, action)[0]
+
+    def forward_with_hidden(self, obs: Tensor, action: Tensor) -> tuple[Tensor, Tensor]:
+        """The prediction and the acceleration MLP's last hidden units (see
+        :class:`WorldModel`)."""
         self.check_inputs(obs, action)
         x, x_dot, cos, sin, theta_dot = obs.unbind(-1)
-        acc: Tensor = self.acceleration_scale * self.accelerations(torch.cat([obs, action], -1))
+        hidden: Tensor = self.accelerations[:-1](torch.cat([obs, action], -1))
+        acc: Tensor = self.acceleration_scale * self.accelerations[-1](hidden)
         x_acc, theta_acc = acc.unbind(-1)
         turn = theta_dot * self.dt
-        return torch.stack(
+        prediction = torch.stack(
             [
                 x + x_dot * self.dt,
                 x_dot + x_acc * self.dt,
@@ -146,3 +177,4 @@ class CartPoleWorldModel(WorldModel):
             ],
             dim=-1,
         )
+        return prediction, hidden

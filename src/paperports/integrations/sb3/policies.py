@@ -316,7 +316,8 @@ class ObservationalDropoutPolicy(RecurrentActorCriticPolicy):
             "controller_input", controller_input, CONTROLLER_INPUTS, who=who
         )
         model = self._make_world_model(world_model)
-        # the core's output (what the controller reads); built again after the parent's init
+        # the core replaces the parent's LSTM below; its output's width (what the controller
+        # reads) is needed when the parent builds the controller
         core = WorldModelCore(model, obs_size, action_size, self.controller_input)
         self._core_output_size = core.output_size
         super().__init__(

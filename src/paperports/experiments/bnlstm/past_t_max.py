@@ -21,10 +21,7 @@ steps past ``T``. The BN-LSTM is evaluated with each way of normalising those st
 
 from __future__ import annotations
 
-import argparse
 import copy
-import shlex
-import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -35,6 +32,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from paperports.experiments import experiment_main
 from paperports.integrations.torch import BNLSTM, RecurrentBatchNorm, update_bn
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
@@ -313,21 +311,13 @@ def reproduce_past_t_max(ctx: RunContext) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m paperports.experiments.bnlstm.past_t_max", description=__doc__
+    return experiment_main(
+        "paperports.experiments.bnlstm.past_t_max",
+        __doc__,
+        lambda ctx, args: reproduce_past_t_max(ctx),
+        "runs/bnlstm-past-t-max",
+        argv,
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/bnlstm-past-t-max"))
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(max(1, torch.get_num_threads()))
-    command = "python -m paperports.experiments.bnlstm.past_t_max " + shlex.join(
-        sys.argv[1:] if argv is None else list(argv)
-    )
-    ctx = RunContext(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, command=command)
-    print(reproduce_past_t_max(ctx))
-    return 0
 
 
 if __name__ == "__main__":

@@ -3,8 +3,6 @@
     paperports reproduce obsdrop-carracing [--quick] [--out DIR]
     paperports bench obsdrop-carracing
 
-(or ``python -m paperports.experiments.obsdrop.carracing --out DIR [--quick]``).
-
 The paper's set-up (its code): CarRacing frames encoded by a VAE to a 16-d latent z; M maps
 (z, action) through 10 tanh units to a change of z; a controller of 10 hidden units acts;
 trained by CMA-ES and scored over 100 episodes. Here: frames collected from the real
@@ -28,12 +26,8 @@ budget, so a stopped run resumes.
 
 from __future__ import annotations
 
-import argparse
 import json
-import shlex
-import sys
 import time
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -303,24 +297,3 @@ def bench(ctx: RunContext) -> BenchResult:
         extra={"steps": BENCH_STEPS, "latent_size": vae.latent_size},
     )
     return BenchResult("obsdrop-carracing", "gymnasium's CarRacing-v3 alone", [row])
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m paperports.experiments.obsdrop.carracing", description=__doc__
-    )
-    parser.add_argument("--out", type=Path, default=Path("runs/obsdrop-carracing"))
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    command = "python -m paperports.experiments.obsdrop.carracing " + shlex.join(
-        sys.argv[1:] if argv is None else list(argv)
-    )
-    ctx = RunContext(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, command=command)
-    print(reproduce_carracing(ctx))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -28,14 +28,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shlex
-import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from paperports.experiments import experiment_main
 from paperports.experiments.obsdrop.es_agents import EsBudget, es_agent
 from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
 from paperports.registry import METHODS, RunContext
@@ -172,21 +171,17 @@ def _figure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m paperports.experiments.obsdrop.es_reproduce", description=__doc__
+    def generations(parser: argparse.ArgumentParser) -> None:
+        parser.add_argument("--generations", type=int, default=None)
+
+    return experiment_main(
+        "paperports.experiments.obsdrop.es_reproduce",
+        __doc__,
+        lambda ctx, args: reproduce_es(ctx, args.generations),
+        "runs/obsdrop-es",
+        argv,
+        generations,
     )
-    parser.add_argument("--out", type=Path, default=Path("runs/obsdrop-es"))
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--generations", type=int, default=None)
-    parser.add_argument("--quiet", action="store_true")
-    args = parser.parse_args(argv)
-    command = "python -m paperports.experiments.obsdrop.es_reproduce " + shlex.join(
-        sys.argv[1:] if argv is None else list(argv)
-    )
-    ctx = RunContext(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, command=command)
-    print(reproduce_es(ctx, args.generations))
-    return 0
 
 
 if __name__ == "__main__":

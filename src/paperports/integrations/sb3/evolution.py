@@ -522,22 +522,6 @@ def train_with_es(
             raise ValueError(f"{who}: checkpoint must be a file, {checkpoint} is a folder")
     params = acting_parameters(policy)
     start = parameters_to_vector(params).detach().cpu().double().numpy()
-    search: _Search = (
-        _PgpeSearch(start, sigma, population, seed, learning_rate, sigma_learning_rate)
-        if algorithm == "pgpe"
-        else _CmaSearch(start, sigma, population, seed)
-    )
-    evaluate: Callable[[np.ndarray, list[int]], np.ndarray]
-    if workers > 1:
-        from paperports.integrations.sb3.workers import RayEvaluator
-
-        evaluator = RayEvaluator(policy, make_env, workers, ray_address)
-        evaluate = lambda candidates, seeds: evaluator(candidates, seeds, max_steps)  # noqa: E731
-    else:
-        evaluator = None
-        evaluate = lambda candidates, seeds: population_returns(  # noqa: E731
-            policy, candidates, make_env, seeds, max_steps
-        )
     settings = {
         "algorithm": algorithm,
         "population": population,
@@ -549,11 +533,30 @@ def train_with_es(
         "seed": seed,
         "parameters": int(start.size),
     }  # what a checkpoint must match (keep only chooses what is written back)
-    result = EvolutionResult(best_return=-np.inf)
-    best, first = start, 0
+    # the checkpoint first: a refused one must not leave a started Ray behind
     saved = _load_checkpoint(checkpoint, settings) if checkpoint is not None else None
+    search: _Search
+    result: EvolutionResult
     if saved is not None:
         search, result, best, first = saved["search"], saved["result"], saved["best"], saved["next"]
+    else:
+        search = (
+            _PgpeSearch(start, sigma, population, seed, learning_rate, sigma_learning_rate)
+            if algorithm == "pgpe"
+            else _CmaSearch(start, sigma, population, seed)
+        )
+        result, best, first = EvolutionResult(best_return=-np.inf), start, 0
+    evaluate: Callable[[np.ndarray, list[int]], np.ndarray]
+    if workers > 1:
+        from paperports.integrations.sb3.workers import RayEvaluator
+
+        evaluator = RayEvaluator(policy, make_env, workers, ray_address)
+        evaluate = lambda candidates, seeds: evaluator(candidates, seeds, max_steps)  # noqa: E731
+    else:
+        evaluator = None
+        evaluate = lambda candidates, seeds: population_returns(  # noqa: E731
+            policy, candidates, make_env, seeds, max_steps
+        )
     try:
         for generation in range(first, generations):
             seeds = [seed + 1000 * generation + e for e in range(episodes)]

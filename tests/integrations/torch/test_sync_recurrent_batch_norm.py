@@ -235,3 +235,34 @@ def test_a_process_group_that_is_not_one_is_refused_naming_it() -> None:
     with pytest.raises(TypeError, match="update_bn: process_group must be"):
         update_bn([torch.randn(4, STEPS, 3, dtype=torch.float64)], model, process_group="x")  # type: ignore[arg-type]
     assert all(torch.equal(a, b) for a, b in zip(model.buffers(), before, strict=True))
+
+
+def _mixed_worker(rank: int, port: int, cell: bool, out_dir: str) -> None:
+    """Rank 0 synchronises its statistics, rank 1 does not: both refuse the first step."""
+    with gloo_group(rank, port, world_size=2):
+        model: torch.nn.Module = BNLSTMCell(3, 4, t_max=6).double() if cell else _model()
+        if rank == 0:
+            model = SyncRecurrentBatchNorm.convert_sync_batchnorm(model)
+        before = [b.clone() for b in model.buffers()]
+        x, lengths = _data()
+        try:
+            if cell:
+                model(x[:4, 0])
+            else:
+                _step(model, x[:4], lengths[:4])
+            message = ""
+        except RuntimeError as err:
+            message = str(err)
+        unchanged = all(torch.equal(a, b) for a, b in zip(model.buffers(), before, strict=True))
+        torch.save({"message": message, "unchanged": unchanged}, Path(out_dir) / f"rank{rank}.pt")
+
+
+@pytest.mark.parametrize("cell", [False, True], ids=["bnlstm", "cell"])
+def test_processes_that_mix_synchronised_and_local_norms_are_refused(
+    cell: bool, tmp_path: Path
+) -> None:
+    # without the check, rank 0 would wait in its all-reduce until the group's timeout
+    for got in _two_processes(cell, tmp_path / "ranks", _mixed_worker):
+        assert "mix synchronised and local" in got["message"], got["message"]
+        assert "1 of 2 processes hold SyncRecurrentBatchNorm" in got["message"]
+        assert got["unchanged"]  # refused before any statistics moved

@@ -751,6 +751,9 @@ def _sequence(
         check_batch_for_statistics(
             x.shape[1] if batch_sizes is None else batch_sizes[0], tuple(x.shape), who=who
         )
+    if p.training:
+        for bn in (p.bn_ih, p.bn_hh, p.bn_c):
+            bn.agree_across_processes()  # before any statistics, fast path or not
     synchronised = p.training and any(bn.synchronises() for bn in (p.bn_ih, p.bn_hh, p.bn_c))
     if _plain_path() or synchronised:  # the fast path's statistics are this process's own
         if batch_sizes is not None:

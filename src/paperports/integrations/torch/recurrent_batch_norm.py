@@ -125,6 +125,7 @@ class RecurrentBatchNorm(nn.Module):
         self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long, device=device))
         self.register_buffer("batches_tracked", torch.zeros(1, dtype=torch.long, device=device))
         self._swa_update_bn = _SwaUpdateBnHandle(self)
+        self._agreed = False  # see agree_across_processes
         self.reset_parameters()
 
     running_mean: Tensor
@@ -217,6 +218,40 @@ class RecurrentBatchNorm(nn.Module):
         :class:`SyncRecurrentBatchNorm`); never for this class."""
         return False
 
+    _synchronising_kind = False  # SyncRecurrentBatchNorm's is True
+
+    def _statistics_group(self) -> dist.ProcessGroup | None:
+        """The process group whose processes must agree on synchronising (the default)."""
+        return None
+
+    def agree_across_processes(self) -> None:
+        """Refuse, on the first training call inside a process group of more than one
+        process, a model whose processes mix this local norm with
+        :class:`SyncRecurrentBatchNorm`: one collective call, once per norm.
+
+        A synchronised norm all-reduces its statistics at every step and a local one makes
+        no collective call, so a mix would leave the synchronised processes waiting for the
+        group's timeout. Both kinds call this before their first statistics (the
+        :class:`BNLSTM` fast path included), so every process raises at once, naming the
+        mix. Every process must then train the norm, as they do under
+        ``DistributedDataParallel``."""
+        if self._agreed or not self.training or torch.compiler.is_compiling():
+            return
+        group = self._statistics_group()
+        if not in_process_group(group):
+            return
+        count = torch.tensor([float(self._synchronising_kind)], device=self.weight.device)
+        dist.all_reduce(count, group=group)
+        processes = dist.get_world_size(group)
+        if 0 < int(count.item()) < processes:
+            raise RuntimeError(
+                f"{type(self).__name__}: the processes mix synchronised and local recurrent "
+                f"batch norms: {int(count.item())} of {processes} processes hold "
+                "SyncRecurrentBatchNorm here, the others RecurrentBatchNorm. Convert every "
+                "process's model with SyncRecurrentBatchNorm.convert_sync_batchnorm, or none."
+            )
+        self._agreed = True
+
     def forward(self, x: Tensor, start: int = 0, mask: Tensor | None = None) -> Tensor:
         who = type(self).__name__
         check_floating_tensor("input", x, dtype=self.weight.dtype, who=who, module="module")
@@ -230,6 +265,7 @@ class RecurrentBatchNorm(nn.Module):
         if x.numel() == 0:  # no step or no sequence: nothing to normalise or to track
             return x * self.weight
         if self.training:
+            self.agree_across_processes()
             if mask is None:
                 check_batch_for_statistics(x.shape[1], tuple(x.shape), who=who)
             x_hat, mean, var, count = self._batch_normalise(x, mask, start)

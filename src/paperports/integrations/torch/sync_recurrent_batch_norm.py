@@ -53,6 +53,11 @@ class SyncRecurrentBatchNorm(RecurrentBatchNorm):
         super().__init__(num_features, t_max, **kwargs)
         self.process_group = check_process_group(process_group, who=type(self).__name__)
 
+    _synchronising_kind = True
+
+    def _statistics_group(self) -> dist.ProcessGroup | None:
+        return self.process_group
+
     def synchronises(self) -> bool:
         """Whether the statistics are all-reduced now: training, in an initialised process
         group of more than one process."""

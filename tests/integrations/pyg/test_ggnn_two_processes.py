@@ -4,6 +4,10 @@ batches ends."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -78,3 +82,35 @@ def test_two_processes_train_as_one_with_the_same_global_batches(kind: str, tmp_
     two = torch.load(tmp_path / "weights.pt")
     for name, weight in model.state_dict().items():
         torch.testing.assert_close(two[name], weight, msg=name)
+
+
+EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "pyg_ddp.py"
+
+
+def _example(processes: int, out: Path, *arguments: str) -> dict[str, torch.Tensor]:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    launcher = [sys.executable]
+    if processes > 1:
+        launcher += ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node"]
+        launcher += [str(processes)]
+    command = [*launcher, str(EXAMPLE), "--out", str(out), "--steps", "3", "--batch", "8"]
+    done = subprocess.run([*command, *arguments], env=env, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads((out / "metrics.json").read_text())["examples_per_second"] > 0
+    return torch.load(out / "weights.pt")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [("--mode", "graphs"), ("--mode", "neighbors", "--neighbors", "-1")],
+    ids=["graphs", "neighbors"],
+)
+def test_the_example_under_torchrun_trains_as_one_process(
+    arguments: tuple[str, ...], tmp_path: Path
+) -> None:
+    """`examples/pyg_ddp.py`, which `benchmarks/scale_out.py` times, launched as a user
+    launches it."""
+    one = _example(1, tmp_path / "one", *arguments)
+    two = _example(2, tmp_path / "two", *arguments)
+    for name, weight in one.items():
+        torch.testing.assert_close(two[name], weight, rtol=1e-4, atol=1e-5, msg=name)

@@ -51,6 +51,21 @@ def run(model: str, processes: int, out: Path) -> dict[str, float]:
     return dict(json.loads((out / "metrics.json").read_text()))
 
 
+def pyg_graph() -> dict[str, object]:
+    """The graph that `examples/pyg_ddp.py --mode neighbors` samples."""
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        import pyg_ddp
+    finally:
+        sys.path.pop(0)
+    return {
+        "num_nodes": pyg_ddp.NUM_NODES,
+        "num_edges": pyg_ddp.NUM_EDGES,
+        "edge_types": pyg_ddp.NUM_TYPES,
+        "neighbors_per_hop": pyg_ddp.NEIGHBORS,
+    }
+
+
 def main() -> Path:
     rows: list[dict[str, float | str]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -79,6 +94,7 @@ def main() -> Path:
         "steps": STEPS,
         "global_batch": BATCH,
         "throughput": throughput,  # model -> processes -> the row
+        "pyg_graph": pyg_graph(),
     }
     path = ROOT / "benchmarks" / "results" / "scale_out.json"
     path.write_text(json.dumps(result, indent=2) + "\n")

@@ -35,7 +35,7 @@ from torch_geometric.loader import DataLoader, NeighborLoader
 from paperports.adapters.babi import TASKS, BabiGraphs
 from paperports.integrations.pyg import GGNN, GatedGraphConv, TorchNeighborSampler
 
-NUM_NODES, NUM_EDGES, NUM_TYPES = 20_000, 60_000, 3
+NUM_NODES, NUM_EDGES, NUM_TYPES, NEIGHBORS = 20_000, 60_000, 3, 10
 
 
 class NodeClassifier(torch.nn.Module):
@@ -60,7 +60,7 @@ def graph_batches(
 
 
 def node_batches(
-    batch: int, steps: int, rank: int, world: int, neighbors: int = 10
+    batch: int, steps: int, rank: int, world: int, neighbors: int = NEIGHBORS
 ) -> tuple[torch.nn.Module, Iterable[Data]]:
     generator = torch.Generator().manual_seed(0)
     x = torch.randn(NUM_NODES, 4, generator=generator)
@@ -93,7 +93,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--neighbors", type=int, default=10)
+    parser.add_argument("--neighbors", type=int, default=NEIGHBORS)
     args = parser.parse_args()
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if args.batch % world or args.batch < world:

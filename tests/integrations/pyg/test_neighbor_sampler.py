@@ -173,3 +173,12 @@ def test_bad_input_is_refused_with_the_argument_named() -> None:
         sampler._sample(torch.tensor([3, 3]))
     with pytest.raises(ValueError, match="time"):
         sampler._sample(torch.tensor([3]), torch.tensor([1.0]))
+
+
+def test_a_sampled_batch_without_edge_types_is_refused_by_a_typed_layer() -> None:
+    data = _graph()
+    del data.edge_type
+    batch = next(iter(_loader(data, [-1, -1])))
+    conv = GatedGraphConv(8, 2, NUM_TYPES)
+    with pytest.raises(ValueError, match="edge_type is required.*num_edge_types=3"):
+        conv(batch.x, batch.edge_index, batch.get("edge_type"))

@@ -180,5 +180,5 @@ def test_a_sampled_batch_without_edge_types_is_refused_by_a_typed_layer() -> Non
     del data.edge_type
     batch = next(iter(_loader(data, [-1, -1])))
     conv = GatedGraphConv(8, 2, NUM_TYPES)
-    with pytest.raises(ValueError, match="edge_type is required.*num_edge_types=3"):
+    with pytest.raises(ValueError, match=r"edge_type is required.*num_edge_types=3"):
         conv(batch.x, batch.edge_index, batch.get("edge_type"))

@@ -8,6 +8,7 @@ import torch
 from torch.autograd.functional import jacobian
 
 from paperports.experiments.jsma.reference import dense_pair
+from paperports.integrations.foolbox import saliency
 from paperports.integrations.foolbox.saliency import (
     _front,
     best_aligned_pairs,
@@ -85,6 +86,24 @@ def test_pair_search_equals_dense_brute_force(seed: int, chunk_size: int) -> Non
     p, q, found = best_pairs(
         ep.astensor(a), ep.astensor(b), ep.astensor(domain), chunk_size=chunk_size
     )
+    rp, rq, rfound = dense_pair(a, b, domain)
+    assert torch.equal(found.raw, rfound)
+    assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pair_search_filtering_from_a_sample_of_the_features_stays_exact(
+    seed: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Large inputs draw the front filter's leading features from every k-th feature (k
+    about n / 4,096); any leading set keeps the filter valid. Here k is 18 to 62."""
+    monkeypatch.setattr(saliency, "LEAD_SAMPLE", 16)
+    n = [300, 1000][seed % 2]
+    a, b, domain = _random_case(seed, 7, n, integer=seed % 3 == 0)
+    values, at = saliency._leads(ep.astensor(a))
+    assert torch.equal(a.gather(1, at.raw), values.raw)  # the leading features themselves
+    assert bool((at.raw % (n // 16) == 0).all())  # drawn from every (n // 16)-th feature
+    p, q, found = best_pairs(ep.astensor(a), ep.astensor(b), ep.astensor(domain))
     rp, rq, rfound = dense_pair(a, b, domain)
     assert torch.equal(found.raw, rfound)
     assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])

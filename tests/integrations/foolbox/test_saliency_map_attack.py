@@ -588,3 +588,34 @@ def test_per_pixel_needs_a_channel_axis() -> None:
         SaliencyMapAttack(per_pixel=True)(fmodel(model), x, model(x).argmax(1), epsilons=None)
     with pytest.raises(TypeError, match="per_pixel"):
         SaliencyMapAttack(per_pixel="yes")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("outputs", ["logits", "probabilities"])
+@pytest.mark.parametrize("per_pixel", [False, True])
+def test_a_channels_last_batch_is_attacked_channels_last(outputs: str, per_pixel: bool) -> None:
+    """foolbox's `samples` and many image pipelines give channels-last batches, on which
+    convolutions run other (often faster) kernels: the model sees the caller's layout at
+    every step, and the result keeps it, with the values of the attack on the default
+    layout."""
+    torch.manual_seed(0)
+    model = nn.Sequential(
+        nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 5)
+    ).double()
+    x = torch.rand(4, 3, 8, 8, dtype=torch.float64)
+    last = x.contiguous(memory_format=torch.channels_last)
+    assert not last.is_contiguous()
+    seen: list[bool] = []
+    model.register_forward_pre_hook(
+        lambda _, args: seen.append(args[0].is_contiguous(memory_format=torch.channels_last))
+    )
+    with torch.no_grad():
+        target = Targeted(model(x).argsort(1)[:, 1])
+    attack = SaliencyMapAttack(outputs=outputs, per_pixel=per_pixel, max_perturbation=0.3)
+    adv, clipped, ok = attack(fmodel(model.eval()), x, target, epsilons=[20])
+    seen.clear()
+    adv_last, clipped_last, ok_last = attack(fmodel(model), last, target, epsilons=[20])
+    assert seen and all(seen)  # every forward pass, on the caller's layout
+    assert adv_last[0].is_contiguous(memory_format=torch.channels_last)
+    assert clipped_last[0].is_contiguous(memory_format=torch.channels_last)
+    assert torch.equal(adv_last[0], adv[0]) and torch.equal(clipped_last[0], clipped[0])
+    assert torch.equal(ok_last, ok) and bool((adv[0] != x).any())

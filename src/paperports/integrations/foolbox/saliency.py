@@ -344,11 +344,11 @@ def best_pairs(
     neg_inf = ep.full_like(a, -ep.inf)
     # u = a, v = -b in the domain, -inf outside: every sum with a feature outside is -inf
     u, v = ep.where(domain, a, neg_inf), ep.where(domain, nb, neg_inf)
-    lead_u, lead_v = u.topk(min(n, 64)), v.topk(min(n, 64))  # (values, indices)
-    top_u, top_v = lead_u[0][:, :2], lead_v[0][:, :2]
-    # no two features reach alpha > 0 (or beta < 0): provably no valid pair in the row
-    possible = ep.logical_and(top_u.sum(axis=-1) > 0, top_v.sum(axis=-1) > 0)
-    bu, bv = u + top_u[:, :1], v + top_v[:, :1]
+    lead_u, lead_v = _leads(u), _leads(v)  # (values, indices) of 64 leading features
+    top_u, top_v = _row_max(u), _row_max(v)  # (N, 1)
+    # even twice the largest u (or v) is not above 0: provably no valid pair in the row
+    possible = ep.logical_and(top_u[:, 0] > 0, top_v[:, 0] > 0)
+    bu, bv = u + top_u, v + top_v  # each feature with the best partner it could have
     can_pair = ep.logical_and(bu > 0, bv > 0)  # false outside the domain (-inf)
     rows = ep.arange(zero_key, n_rows)[possible]
     if len(rows):
@@ -370,6 +370,30 @@ def best_pairs(
     return p, key - p * n, found
 
 
+def _row_max(x: ep.Tensor) -> ep.Tensor:
+    """Each row's largest value, ``(N, 1)`` (in torch without the indices eagerpy's ``max``
+    also computes)."""
+    if framework_of(x) == "torch":
+        top: ep.Tensor = ep.astensor(x.raw.amax(dim=-1, keepdim=True))
+        return top
+    return x.max(axis=-1, keepdims=True)
+
+
+LEAD_SAMPLE = 4096
+"""About how many features :func:`_front`'s filter draws its leading set from."""
+
+
+def _leads(x: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
+    """The 64 largest values of ``x`` (``(N, n)``) among every ``stride``-th feature, with
+    ``stride`` chosen to look at about :data:`LEAD_SAMPLE` features, and their indices in
+    ``x``: the leading set of :func:`_front`'s filter, which any set of features makes
+    valid (a larger sample filters more, at the cost of a larger ``topk``)."""
+    n = x.shape[1]
+    stride = max(1, n // LEAD_SAMPLE)
+    values, at = x[:, ::stride].topk(min(64, -(-n // stride)))
+    return values, at * stride
+
+
 def _front(
     u: ep.Tensor,
     v: ep.Tensor,
@@ -389,14 +413,18 @@ def _front(
 
     ``leads``: for the filter, ``(lead, other, values, indices)`` for ``u`` and for ``v``:
     both masked to ``-inf`` outside a set of features containing ``ok`` (any feature of
-    the domain may dominate), and ``lead``'s 64 largest values and their indices."""
+    the domain may dominate), and the values and indices of a leading set of features.
+    Any set makes the filter valid: a feature below all of the set's ``lead`` values and
+    below the second largest ``other`` value among them is dominated by two of them. The
+    64 largest values of ``lead`` filter the most; :func:`_leads` takes them among a
+    sample of the features, which costs a fraction of a ``topk`` over all of them."""
     n = u.shape[1]
     keep = ok
     if n > 256:
         if leads is None:
             neg_inf = ep.full_like(u, -ep.inf)
             mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
-            leads = [(m1, m2, *m1.topk(64)) for m1, m2 in ((mu, mv), (mv, mu))]
+            leads = [(m1, m2, *_leads(m1)) for m1, m2 in ((mu, mv), (mv, mu))]
         for lead, other, values, top in leads:
             second = other.take_along_axis(top, axis=-1).topk(2)[0][:, 1:]
             twice = ep.logical_and(lead < values[:, -1:], other < second)
@@ -426,9 +454,9 @@ def _true_positions(keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     import torch
 
     raw = keep.raw
-    counts = raw.sum(dim=-1)
-    size = max(1, int(counts.max().item()))
     rows, cols = raw.nonzero(as_tuple=True)  # row-major: each row's positions in order
+    counts = torch.bincount(rows, minlength=raw.shape[0])
+    size = max(1, int(counts.max().item())) if len(counts) else 1
     rank = torch.arange(len(rows), device=raw.device) - (counts.cumsum(0) - counts)[rows]
     idx = torch.zeros((raw.shape[0], size), dtype=torch.long, device=raw.device)
     taken = torch.zeros((raw.shape[0], size), dtype=torch.bool, device=raw.device)
@@ -458,16 +486,16 @@ def best_aligned_pairs(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.T
         none = ep.zeros(a, (a.shape[0],)).astype(int)
         return none, none, none > 0
     masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
-    top, top_idx = masked.topk(2)
-    if bool((count_true(masked >= top[:, 1:]) == 2).all().item()):
+    top, top_idx = masked.topk(min(n, 3))
+    if n == 2 or bool((top[:, 2] < top[:, 1]).all().item()):
         p, q = top_idx[:, 0], top_idx[:, 1]  # no ties: the two largest are the pair
     else:
         cols = ep.arange(a, n)[None, :].astype(int)
         none = ep.full_like(cols, n)
         p = ep.where(masked == top[:, :1], cols, none).min(axis=-1)
-        later = ep.logical_and(masked == top[:, 1:], cols != p[:, None])
+        later = ep.logical_and(masked == top[:, 1:2], cols != p[:, None])
         q = ep.where(later, cols, none).min(axis=-1)
-    alpha = top.sum(axis=-1)
+    alpha = top[:, 0] + top[:, 1]
     valid = ep.logical_and(alpha > 0, top[:, 1] > -ep.inf)
     zero = ep.zeros_like(p)
     first, second = ep.minimum(p, q), ep.maximum(p, q)  # the dense search's order
@@ -505,6 +533,24 @@ def _bound_search(
     return score, key
 
 
+def in_layout_of(x: ep.Tensor, like: ep.Tensor) -> ep.Tensor:
+    """``x``, inputs of ``like``'s shape built from flattened rows, in ``like``'s memory
+    layout: a channels-last torch batch (as foolbox's ``samples`` and many image pipelines
+    give) stays channels-last, so the model runs the convolutions it runs on the caller's
+    own tensor, which can be much faster than those on the default layout. Values are
+    unchanged; other frameworks have no such layout."""
+    if framework_of(like) != "torch" or like.ndim not in (4, 5):
+        return x
+    import torch
+
+    layout = torch.channels_last if like.ndim == 4 else torch.channels_last_3d
+    raw = like.raw
+    if raw.is_contiguous() or not raw.is_contiguous(memory_format=layout):
+        return x
+    laid_out: ep.Tensor = ep.astensor(x.raw.contiguous(memory_format=layout))
+    return laid_out
+
+
 def framework_of(x: ep.Tensor) -> str:
     """``"torch"``, ``"numpy"``, ``"jax"``, ``"tensorflow"`` or ``"other"``: the framework of
     ``x``'s raw tensor, for the few operations eagerpy lacks (a running maximum, a scatter,
@@ -524,7 +570,13 @@ def framework_of(x: ep.Tensor) -> str:
 def count_true(mask: ep.Tensor) -> ep.Tensor:
     """How many entries of each row of a boolean ``(N, n)`` are true, ``(N,)``: summed as
     booleans where the framework can (no integer copy of the mask)."""
-    if framework_of(mask) in ("torch", "numpy", "jax"):
+    framework = framework_of(mask)
+    if framework == "torch":  # its sum of booleans casts them to int64 first
+        import torch
+
+        counted: ep.Tensor = ep.astensor(torch.count_nonzero(mask.raw, dim=-1))
+        return counted
+    if framework in ("numpy", "jax"):
         return mask.sum(axis=-1)
     return mask.astype(int).sum(axis=-1)
 

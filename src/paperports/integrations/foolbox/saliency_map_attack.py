@@ -32,6 +32,7 @@ from paperports.integrations.foolbox.saliency import (
     check_inputs,
     class_scores,
     count_true,
+    in_layout_of,
     outputs_and_gradients,
     scatter_rows,
     set_rows,
@@ -323,7 +324,7 @@ class SaliencyMapAttack(MinimizationAttack):
         sign = 1.0 if self.theta > 0 else -1.0
         delta = self.theta * (max_ - min_)
 
-        z = class_scores(model, x.reshape(shape))
+        z = class_scores(model, in_layout_of(x.reshape(shape), x0))
         mode, classes = _criterion_classes(criterion, n_inputs, z.shape[1])
         del z
 
@@ -331,6 +332,7 @@ class SaliencyMapAttack(MinimizationAttack):
         per_step = (2 if self.pairwise else 1) * width  # features a step may change, at most
         domain = x < max_ if sign > 0 else x > min_
         changed = ep.zeros(x, x.shape).bool()
+        counts = ep.zeros(x, (n_inputs,)).astype(int)  # per input: changed features, counted
         active = ep.ones(x, (n_inputs,)).bool()
         all_rows = ep.arange(x, n_inputs)
         steps = ep.zeros(x, (n_inputs,)).astype(int)  # per input: steps taken, and by fallback
@@ -349,14 +351,14 @@ class SaliencyMapAttack(MinimizationAttack):
             # one pass gives the outputs (to stop) and the forward derivative (to step)
             z, _, a, b = outputs_and_gradients(
                 model,
-                xa.reshape((-1, *shape[1:])),
+                in_layout_of(xa.reshape((-1, *shape[1:])), x0),
                 choose,
                 self.outputs,
                 weighted=self.variant != "jsma",
             )
             pred = z.argmax(axis=-1)
             done = pred == cls if mode == "targeted" else pred != cls
-            used = count_true(take_rows(changed, idx))
+            used = take_rows(counts, idx)
             not_done = ep.logical_not(done)
             for k, threshold in enumerate(thresholds):  # a run with this budget stops here
                 stops = ep.logical_and(not_done, used + per_step > threshold)
@@ -373,7 +375,12 @@ class SaliencyMapAttack(MinimizationAttack):
             active = set_rows(active, idx, go)
             if len(rows) == 0:
                 break
-            a_sel, b_sel = take_rows(a, sel).flatten(start=1), take_rows(b, sel).flatten(start=1)
+            a_sel = take_rows(a, sel).flatten(start=1)
+            # probabilities: b = -a exactly, negated faster than flattened (a copy when the
+            # input is channels-last)
+            b_sel = (
+                -a_sel if self.outputs == "probabilities" else take_rows(b, sel).flatten(start=1)
+            )
             xr, changed_r, domain_r = (
                 take_rows(xa, sel),
                 take_rows(changed, rows),
@@ -433,9 +440,10 @@ class SaliencyMapAttack(MinimizationAttack):
                 stays = ep.logical_and(
                     domain_r.take_along_axis(at, axis=-1), ep.logical_not(reached)
                 )
-                differs = ep.logical_or(
-                    changed_r.take_along_axis(at, axis=-1), new != x0_r.take_along_axis(at, axis=-1)
-                )
+                before = changed_r.take_along_axis(at, axis=-1)
+                differs = ep.logical_or(before, new != x0_r.take_along_axis(at, axis=-1))
+                gained = count_true(ep.logical_and(differs, ep.logical_not(before)))  # at: distinct
+                counts = set_rows(counts, rows, take_rows(counts, rows) + gained)
                 x = set_rows(x, rows, scatter_rows(xr, at, new))
                 domain = set_rows(domain, rows, scatter_rows(domain_r, at, stays))
                 changed = set_rows(changed, rows, scatter_rows(changed_r, at, differs))
@@ -447,12 +455,15 @@ class SaliencyMapAttack(MinimizationAttack):
             domain = set_rows(domain, rows, ep.logical_and(take_rows(domain, rows), not_reached))
             newly = ep.logical_or(changed_r, xr_new != x0_r)
             changed = set_rows(changed, rows, newly)
+            counts = set_rows(counts, rows, count_true(newly))
         # rows a smaller budget never stopped ended as the longest run did
         final = [ep.where(f[:, None], snap, x) for f, snap in zip(frozen, snapshots, strict=True)]
         self.last_statistics = AttackStatistics(
             steps=np.asarray(steps.numpy()), fallback_steps=np.asarray(fallbacks.numpy())
         )
-        return x.reshape(shape), [f.reshape(shape) for f in final]
+        return in_layout_of(x.reshape(shape), x0), [
+            in_layout_of(f.reshape(shape), x0) for f in final
+        ]
 
     def _pick_many(
         self,

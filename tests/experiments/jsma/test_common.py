@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 
 from paperports.experiments.jsma.common import AttackRun, all_other_targets
@@ -62,3 +63,19 @@ def test_a_curve_from_one_call_with_epsilons_is_the_runs_own_success_within_each
     np.testing.assert_array_equal(run.curve.mean(1), within)
     assert within[-1] > within[0] + 0.5 and (np.diff(within) >= 0).all()  # a rising curve
     assert run.summary()["curve"] == {"epsilons": epsilons, "success": within.tolist()}
+
+
+def test_against_compares_the_mean_l0_over_the_inputs_both_runs_fooled() -> None:
+    def run(name: str, success: list[bool], l0: list[float]) -> AttackRun:
+        return AttackRun(name, torch.zeros(4), np.array(success), np.array(l0), 1.0)
+
+    ours = run("pairs, probabilities", [True, True, True, False], [0.02, 0.04, 0.30, 0.5])
+    art = run("ART SaliencyMapMethod", [True, True, False, True], [0.03, 0.05, 0.5, 0.06])
+    got = ours.against(art)
+    assert got["success"] == 0.75 and got["art_success"] == 0.75
+    # each over its own successes: the hard third input raises ours above ART's
+    assert got["mean_l0"] == pytest.approx(0.12) and got["art_mean_l0"] == pytest.approx(0.0466667)
+    # over the two inputs both fooled, ours changes fewer features
+    assert got["both_succeeded"] == 2
+    assert got["mean_l0_both_succeeded"] == pytest.approx(0.03)
+    assert got["art_mean_l0_both_succeeded"] == pytest.approx(0.04)

@@ -88,12 +88,7 @@ def bench(ctx: RunContext) -> BenchResult:
                 "images/s",
                 goal,
                 higher_is_better=True,
-                extra={
-                    "success": run.success_rate,
-                    "mean_l0": run.mean_l0,
-                    "art_success": art.success_rate,
-                    "art_mean_l0": art.mean_l0,
-                },
+                extra=run.against(art),
             )
         )
         ctx.log(
@@ -218,13 +213,7 @@ def _colour(ctx: RunContext) -> list[BenchRow]:
                 "images/s",
                 ">= 1.0 (and success/L0 >= ART's)",
                 higher_is_better=True,
-                extra={
-                    "attacks": len(x),
-                    "success": run.success_rate,
-                    "mean_l0": run.mean_l0,
-                    "art_success": art.success_rate,
-                    "art_mean_l0": art.mean_l0,
-                },
+                extra={"attacks": len(x), **run.against(art)},
             )
         )
         rows.append(

@@ -57,6 +57,30 @@ class AttackRun:
         """Mean fraction of features changed over the successful samples (the paper's)."""
         return float(self.l0_fraction[self.success].mean()) if self.success.any() else float("nan")
 
+    def against(self, other: AttackRun) -> dict[str, float]:
+        """Success and mean L0 beside ``other``'s on the same inputs: each run's own, and
+        the mean L0 of both over the inputs both fooled (a run that fools more inputs fools
+        harder ones, which raise its own mean; the shared inputs compare like with like)."""
+        both = self.success & other.success
+
+        def shared(run: AttackRun) -> float:
+            return float(run.l0_fraction[both].mean()) if both.any() else float("nan")
+
+        return {
+            "success": self.success_rate,
+            "mean_l0": self.mean_l0,
+            f"{other.short_name}_success": other.success_rate,
+            f"{other.short_name}_mean_l0": other.mean_l0,
+            "both_succeeded": int(both.sum()),
+            "mean_l0_both_succeeded": shared(self),
+            f"{other.short_name}_mean_l0_both_succeeded": shared(other),
+        }
+
+    @property
+    def short_name(self) -> str:
+        """``"art"`` for ART's attack, the name's first word otherwise, for result keys."""
+        return "art" if self.name.startswith("ART") else self.name.split()[0].lower()
+
     @property
     def images_per_second(self) -> float:
         return len(self.success) / self.seconds

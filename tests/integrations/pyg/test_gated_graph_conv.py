@@ -121,19 +121,25 @@ def _outputs_and_gradients(
 @pytest.mark.parametrize("aggr", ["add", "mean"])
 @pytest.mark.parametrize("weighted", [False, True])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("slots", [6, 1])
 def test_the_sparse_matrix_route_matches_the_edge_wise_route(
-    aggr: str, weighted: bool, dtype: torch.dtype
+    aggr: str, weighted: bool, dtype: torch.dtype, slots: int
 ) -> None:
-    """The per-(node, slot) sums as one CSR product per step give the same values and
-    gradients as gathering and scattering edge by edge: with duplicate edges, self-loops,
-    an isolated node, edge weights and the mean's per-slot normalisation."""
+    """One CSR product per step gives the same values and gradients as gathering and
+    scattering edge by edge: with duplicate edges, self-loops, an isolated node, edge
+    weights and the mean's per-slot normalisation. Several slots (3 types x 2 directions)
+    transform first and sum the transformed states per node; one slot sums first."""
     torch.manual_seed(8)
     x, edge_index, edge_type = graph(nodes=9, edges=30)
     edge_index = torch.cat([edge_index, edge_index[:, :4], torch.tensor([[2], [2]])], dim=1)
     edge_type = torch.cat([edge_type, edge_type[:4], torch.tensor([1])])
     edge_index[edge_index == 8] = 7  # node 8 stays isolated
     weight = torch.rand(edge_index.size(1), dtype=dtype) if weighted else None
-    conv = GatedGraphConv(8, 3, num_edge_types=3, aggr=aggr).to(dtype)
+    if slots == 1:
+        conv = GatedGraphConv(8, 3, bidirectional=False, aggr=aggr).to(dtype)
+        edge_type = torch.zeros_like(edge_type)
+    else:
+        conv = GatedGraphConv(8, 3, num_edge_types=3, aggr=aggr).to(dtype)
     torch.nn.init.normal_(conv.propagation_bias)
     fused_calls = []
     conv.register_message_and_aggregate_forward_hook(lambda *_: fused_calls.append(1))

@@ -65,7 +65,7 @@ def _typed_edge_index(adj: Adj, num_edge_types: int) -> tuple[Tensor, Tensor]:
 
 
 class _SlotSums(torch.autograd.Function):
-    """``A @ h`` for the CSR matrix ``A`` of :meth:`GatedGraphConv._slot_adjacency`, whose
+    """``A @ h`` for a CSR matrix ``A`` of :meth:`GatedGraphConv._slot_adjacency`, whose
     backward ``A^T @ g`` transposes ``A`` once per call instead of once per step: the
     transpose is kept on ``A`` itself, which lives as long as the call."""
 
@@ -123,13 +123,17 @@ class GatedGraphConv(MessagePassing):
     state dict (the propagation bias, which PyG's layer lacks, is then zero; pass
     ``propagation_bias=False`` to leave it out altogether).
 
-    Messages are summed per (edge type, direction) and then transformed, one matrix product
-    for all of them, instead of transforming every edge; for ``aggr="add"`` or ``"mean"``
-    (averaged within each edge type and direction, the R-GCN convention) that is the same
-    sum. The sums are one sparse-dense product per step with a CSR matrix of shape
-    ``(num_nodes * K * D, num_nodes)``, built once per call and fed to
+    For ``aggr="add"`` or ``"mean"`` (averaged within each edge type and direction, the
+    R-GCN convention) no message is built per edge: each step is one dense product and
+    one sparse-dense product with a CSR matrix built once per call and fed to
     :meth:`propagate` (PyG's fused :meth:`message_and_aggregate` route, as for a sparse
-    adjacency); its backward reuses one transpose of that matrix for all steps. Under
+    adjacency), whose backward reuses one transpose of that matrix for all steps. With one
+    edge type and direction the messages are summed first, ``(num_nodes, num_nodes)``, then
+    transformed; with several, every state is transformed by all :math:`K D` weights in
+    one product and the results summed per node by a ``(num_nodes, num_nodes * K * D)``
+    matrix, so that the ``num_nodes x K D C`` block is a temporary rather than kept for
+    the backward pass (fresh memory at every step, which on CPU cost more than the
+    product). Under
     ``torch.compile`` or TorchScript, while explaining, with message/aggregate hooks
     registered, with edge weights that require gradients, or in half precision, the layer
     gathers and scatters edge by edge instead (same result).
@@ -286,11 +290,19 @@ class GatedGraphConv(MessagePassing):
                 edge_weight = torch.cat([edge_weight, edge_weight])
         slots = self.num_slots
         sparse_adjacency: OptTensor = None
+        # one sparse product per step where the call allows it (linear aggregation, see
+        # _can_fuse): with several slots, transform first, so that the (N, slots * C) block
+        # is a temporary; aggregating first would keep it for the backward pass, a fresh
+        # block of memory per step (on CPU, page faults cost more than the product)
+        fused_transform_first = False
         if self.aggregate_first:  # sum h_u per (node, slot), then one matrix product
             index = torch.stack([src, dst * slots + slot])
             size = (num_nodes, num_nodes * slots)
             if not torch.jit.is_scripting() and self._can_fuse(x, edge_weight):  # type: ignore[attr-defined]
-                sparse_adjacency = self._slot_adjacency(index, edge_weight, num_nodes, x.dtype)
+                fused_transform_first = slots > 1
+                sparse_adjacency = self._slot_adjacency(
+                    src, dst, slot, edge_weight, num_nodes, x.dtype, fused_transform_first
+                )
         else:  # transform h_u per slot, then aggregate per node
             index = torch.stack([src * slots + slot, dst])
             size = (num_nodes * slots, num_nodes)
@@ -299,7 +311,18 @@ class GatedGraphConv(MessagePassing):
         for t in range(self.num_layers):
             s = 0 if self.share_weights else t
             weight = self.weight[s * slots : (s + 1) * slots]
-            if self.aggregate_first:
+            if sparse_adjacency is not None and fused_transform_first:
+                # h_u W_k for every (u, k) as one product, then A' sums them per node
+                transformed = h @ weight.permute(1, 0, 2).reshape(
+                    self.out_channels, slots * self.out_channels
+                )
+                # propagate_type: (x: Tensor, edge_weight: OptTensor)
+                a = self.propagate(
+                    sparse_adjacency,
+                    x=transformed.view(num_nodes * slots, self.out_channels),
+                    edge_weight=None,
+                )
+            elif self.aggregate_first:
                 if sparse_adjacency is not None:
                     # propagate_type: (x: Tensor, edge_weight: OptTensor)
                     summed = self.propagate(sparse_adjacency, x=h, edge_weight=None)
@@ -363,32 +386,46 @@ class GatedGraphConv(MessagePassing):
 
     @torch.jit.unused
     def _slot_adjacency(
-        self, index: Tensor, edge_weight: OptTensor, num_nodes: int, dtype: torch.dtype
+        self,
+        source: Tensor,
+        target: Tensor,
+        slot: Tensor,
+        edge_weight: OptTensor,
+        num_nodes: int,
+        dtype: torch.dtype,
+        transform_first: bool,
     ) -> Tensor:
-        """The CSR matrix ``A`` of shape ``(num_nodes * slots, num_nodes)`` with
+        """The CSR matrix of the layer's one sparse product per step.
+
+        Aggregating first, ``A`` of shape ``(num_nodes * slots, num_nodes)`` with
         ``A[v * slots + k, u]`` the weight of the message ``u -> v`` in slot ``k``, so that
-        ``A @ h`` holds the per-(node, slot) aggregates."""
-        source, row = index[0], index[1]
-        num_rows = num_nodes * self.num_slots
-        order = torch.argsort(row * num_nodes + source)
-        counts = torch.bincount(row, minlength=num_rows)
-        crow = torch.cat([counts.new_zeros(1), counts.cumsum(0)])
+        ``A @ h`` holds the per-(node, slot) aggregates; transforming first, ``A'`` of shape
+        ``(num_nodes, num_nodes * slots)`` with ``A'[v, u * slots + k]`` the same weight, so
+        that ``A' @ T`` sums the transformed ``T[u * slots + k] = h_u W_k`` per node. For
+        ``aggr="mean"`` each weight is divided by its (node, slot)'s message count."""
+        slots = self.num_slots
+        group = target * slots + slot  # the (node, slot) a message is aggregated in
+        if transform_first:
+            row, col = target, source * slots + slot
+            shape = (num_nodes, num_nodes * slots)
+        else:
+            row, col = group, source
+            shape = (num_nodes * slots, num_nodes)
+        order = torch.argsort(row * shape[1] + col)
+        crow = torch.cat([row.new_zeros(1), torch.bincount(row, minlength=shape[0]).cumsum(0)])
         if edge_weight is None:
             values = torch.ones(row.numel(), dtype=dtype, device=row.device)
         else:
             values = edge_weight[order].to(dtype)
         if self.aggr == "mean":
-            values = values / counts[row[order]].to(values.dtype)
+            counts = torch.bincount(group, minlength=num_nodes * slots)
+            values = values / counts[group[order]].to(values.dtype)
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
             # torch 2.11 on CUDA, although the call opts out explicitly
             warnings.filterwarnings("ignore", message="Sparse invariant checks are implicitly")
             return torch.sparse_csr_tensor(
-                crow,
-                source[order],
-                values,
-                size=(num_rows, num_nodes),
-                check_invariants=False,
+                crow, col[order], values, size=shape, check_invariants=False
             )
 
     def _scripted_sparse_edges(

@@ -397,3 +397,28 @@ def test_second_derivatives_through_the_sparse_route() -> None:
     assert torch.autograd.gradgradcheck(
         lambda x: conv(x, edge_index, edge_type), (x.double().requires_grad_(),)
     )
+
+
+def test_the_typed_sparse_route_reuses_its_buffer_safely() -> None:
+    """Several slots transform into one buffer per call that every step's forward and
+    backward reuse: per-step weights, a second backward through a retained graph, and two
+    calls alive at once all give the edge-wise route's values and gradients."""
+    torch.manual_seed(14)
+    x, edge_index, edge_type = graph(nodes=12, edges=40, types=3)
+    conv = GatedGraphConv(8, 4, num_edge_types=3, share_weights=False).double()
+    edgewise_conv = GatedGraphConv(8, 4, num_edge_types=3, share_weights=False).double()
+    edgewise_conv.load_state_dict(conv.state_dict())
+    edgewise_conv._can_fuse = lambda *_: False  # type: ignore[method-assign]
+    expected = _outputs_and_gradients(edgewise_conv, x.double(), edge_index, edge_type)
+    torch.testing.assert_close(
+        _outputs_and_gradients(conv, x.double(), edge_index, edge_type), expected
+    )
+    xs = [x.double().clone().requires_grad_() for _ in range(2)]
+    first, second = (conv(xi, edge_index, edge_type) for xi in xs)  # two calls alive at once
+    torch.testing.assert_close(first, second)
+    first.sum().backward(retain_graph=True)
+    grad = xs[0].grad.clone()  # type: ignore[union-attr]
+    second.sum().backward()
+    first.sum().backward()  # again, through the retained graph
+    torch.testing.assert_close(xs[0].grad, 2 * grad)
+    torch.testing.assert_close(xs[1].grad, grad)

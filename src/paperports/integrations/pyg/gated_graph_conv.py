@@ -83,14 +83,51 @@ class _SlotSums(torch.autograd.Function):
                 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
                 transposed = adjacency.t().to_sparse_csr()
             adjacency._paperports_transposed = transposed
+        buffer = getattr(adjacency, "_paperports_buffer", None)
+        if buffer is not None and not (torch.is_grad_enabled() and grad.requires_grad):
+            # the transformed states' gradient, into the call's buffer (see _SlotTransform)
+            block = buffer.view(transposed.size(0), grad.size(1))
+            return None, torch.addmm(block, transposed, grad, beta=0, out=block)
         return None, _sparse_times_dense(transposed, grad)
 
 
+class _SlotTransform(torch.autograd.Function):
+    """``h @ W`` for every slot's weight at once, ``(N, K D C)``, seen as the
+    ``(N K D, C)`` rows that the transform-first matrix of
+    :meth:`GatedGraphConv._slot_adjacency` sums. The block lives in one buffer per call,
+    kept on that matrix, which every step's forward writes and every step's backward
+    (:class:`_SlotSums`) reuses for its gradient: nothing saves the block, each step's is
+    consumed before the next is written (the backward of step ``t`` ends before that of
+    ``t - 1`` can start), and a fresh block per step cost more in page faults than the
+    product itself."""
+
+    @staticmethod
+    def forward(ctx: Any, adjacency: Tensor, h: Tensor, weight: Tensor) -> Tensor:
+        buffer = getattr(adjacency, "_paperports_buffer", None)
+        if buffer is None or buffer.shape != (h.size(0), weight.size(1)):
+            buffer = h.new_empty(h.size(0), weight.size(1))
+            adjacency._paperports_buffer = buffer  # type: ignore[attr-defined]
+        torch.mm(h, weight, out=buffer)
+        ctx.save_for_backward(h, weight)
+        return buffer.view(-1, h.size(1))
+
+    @staticmethod
+    def backward(ctx: Any, grad: Tensor) -> tuple[None, Tensor, Tensor]:
+        h, weight = ctx.saved_tensors
+        block = grad.reshape(h.size(0), weight.size(1))
+        return None, block @ weight.t(), h.t() @ block
+
+
 def _sparse_times_dense(sparse: Tensor, dense: Tensor) -> Tensor:
-    """``sparse @ dense`` into an uninitialised output: ``beta=0`` ignores its contents
-    (NaN included, as documented for ``addmm``); ``@`` would zero-fill it and then copy."""
+    """``sparse @ dense`` written straight into an uninitialised output: ``beta=0``
+    ignores its contents (NaN included, as documented for ``addmm``). ``@`` would
+    zero-fill and copy, and ``addmm`` without ``out=`` copies its input into a second new
+    tensor first: a full extra pass over fresh memory, which cost more than the product
+    for the typed layer's ``num_nodes * K * D`` rows."""
     out = dense.new_empty(sparse.size(0), dense.size(1))
-    return torch.addmm(out, sparse, dense, beta=0)
+    if torch.is_grad_enabled() and (dense.requires_grad or sparse.requires_grad):
+        return torch.addmm(out, sparse, dense, beta=0)  # differentiable (double backward)
+    return torch.addmm(out, sparse, dense, beta=0, out=out)
 
 
 @torch.jit.unused
@@ -313,15 +350,12 @@ class GatedGraphConv(MessagePassing):
             weight = self.weight[s * slots : (s + 1) * slots]
             if sparse_adjacency is not None and fused_transform_first:
                 # h_u W_k for every (u, k) as one product, then A' sums them per node
-                transformed = h @ weight.permute(1, 0, 2).reshape(
+                weights = weight.permute(1, 0, 2).reshape(
                     self.out_channels, slots * self.out_channels
                 )
+                transformed = _SlotTransform.apply(sparse_adjacency, h, weights)  # type: ignore[no-untyped-call]
                 # propagate_type: (x: Tensor, edge_weight: OptTensor)
-                a = self.propagate(
-                    sparse_adjacency,
-                    x=transformed.view(num_nodes * slots, self.out_channels),
-                    edge_weight=None,
-                )
+                a = self.propagate(sparse_adjacency, x=transformed, edge_weight=None)
             elif self.aggregate_first:
                 if sparse_adjacency is not None:
                     # propagate_type: (x: Tensor, edge_weight: OptTensor)

@@ -8,7 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from paperports.figures import ROOT, check, find, pages, render, resolve, unmarked, write
+from paperports.figures import (
+    ROOT,
+    check,
+    find,
+    malformed,
+    pages,
+    render,
+    resolve,
+    unmarked,
+    write,
+)
 
 RESULTS = sorted(
     [
@@ -91,3 +101,16 @@ def test_what_counts_as_a_figure() -> None:
         "[link](https://arxiv.org/abs/1511.05493)\n"
     )
     assert [token for _, token in unmarked(text)] == ["94.7%", "2.1x", "0.5", "3.10"]
+
+
+def test_a_marker_the_checker_cannot_read_is_a_problem(tmp_path: Path) -> None:
+    """A format with a space in it once hid a stale figure: the checker skipped the marker
+    and the unmarked-number check does not look inside one."""
+    page = tmp_path / "page.md"
+    page.write_text(
+        "Read: <!--fig @jsma /paper/success_rate .2%-->97.10%<!--/fig-->.\n"
+        "Hidden: <!--fig @ggnn-bench /rows/0/ratio *100 .0f-->0<!--/fig-->.\n"
+        "The syntax as code: `<!--fig SOURCE PATH FORMAT-->text<!--/fig-->`.\n"
+    )
+    assert malformed(page.read_text()) == [2]
+    assert [p.line for p in check([page])] == [2]

@@ -108,3 +108,26 @@ def test_the_quick_budget_trains_each_task_at_its_summary_size_and_reports_it(
     assert first["ours"] == "60.0 / 60.5 / 61.0 / 61.5"  # the mean of each task's seeds
     assert first["paper"] == "100.0 / 100.0 / 100.0 / 100.0"
     assert report.findings[1]["paper"] == f"{PAPER['babi19'][250]:.1f}"
+
+
+def test_the_shortfalls_study_trains_each_variant_and_records_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    from paperports.experiments.ggnn import shortfalls
+    from paperports.registry import RunContext
+
+    monkeypatch.setattr(shortfalls, "SHORTFALLS", [("babi18", 50), ("shortest_path", 50)])
+    monkeypatch.setattr(shortfalls, "QUICK_VARIANTS", {"a": (1, 10), "b": (2, 10)})
+    path = shortfalls.shortfalls(RunContext(tmp_path, quick=True, quiet=True))
+    results = json.loads((path.parent / "results.json").read_text())["shortfalls"]
+    assert results["variants"] == {
+        "a": {"examples_factor": 1, "updates": 10},
+        "b": {"examples_factor": 2, "updates": 10},
+    }
+    for task in ("babi18", "shortest_path"):
+        assert set(results["accuracy"][task]) == {"a", "b"}
+        assert all(0.0 <= a <= 1.0 for v in results["accuracy"][task].values() for a in v)
+    assert results["paper"] == {"babi18": 100.0, "shortest_path": 100.0}
+    assert "babi18 from 50 examples" in path.read_text()

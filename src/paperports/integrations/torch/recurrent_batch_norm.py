@@ -235,7 +235,7 @@ class RecurrentBatchNorm(nn.Module):
         :class:`BNLSTM` fast path included), so every process raises at once, naming the
         mix. Every process must then train the norm, as they do under
         ``DistributedDataParallel``."""
-        if self._agreed or not self.training or torch.compiler.is_compiling():
+        if getattr(self, "_agreed", False) or not self.training or torch.compiler.is_compiling():
             return
         group = self._statistics_group()
         if not in_process_group(group):

@@ -28,3 +28,19 @@ def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
     assert len(saved) == 2
     assert main(["--quick", "--quiet", "--out", str(out)]) == 0
     assert {path: path.read_text() for path in (out / "runs").glob("*.json")} == saved
+
+
+def test_agents_trained_in_worker_processes_are_the_agents_trained_here(tmp_path: Path) -> None:
+    """`--jobs 2` trains the quick budget's two agents at once, each on one thread as here."""
+    import pytest
+
+    with pytest.raises(ValueError, match="jobs"):
+        main(["--quick", "--quiet", "--out", str(tmp_path / "none"), "--jobs", "0"])
+    here, workers = tmp_path / "here", tmp_path / "workers"
+    assert main(["--quick", "--quiet", "--out", str(here)]) == 0
+    assert main(["--quick", "--quiet", "--out", str(workers), "--jobs", "2"]) == 0
+    for key in ("returns", "dream_transfer", "one_step_error", "best_per_generation"):
+        assert (
+            json.loads((workers / "results.json").read_text())["es"][key]
+            == json.loads((here / "results.json").read_text())["es"][key]
+        ), key

@@ -1,7 +1,7 @@
 """The paper's own training: observational dropout by the evolution strategy (issue 27,
 item 4).
 
-    python -m paperports.experiments.obsdrop.es_reproduce --out docs/reports/obsdrop-es
+    python -m paperports.experiments.obsdrop.es_reproduce --out docs/reports/obsdrop-es [--jobs 2]
 
 For each peek probability p and seed, the paper's agent (the world model M: one hidden layer
 of 120 tanh units predicting the two accelerations, integrated by Euler steps of 0.01 s,
@@ -15,6 +15,8 @@ dream transfer (a fresh PPO policy trained inside M alone, then deployed), and M
 error. The PPO route's committed results (``docs/reports/obsdrop/results.json``) are shown
 beside them.
 
+The agents are independent: ``--jobs N`` trains N at a time in worker processes, each on one
+torch thread as an agent trained in this process is, so the numbers do not depend on it.
 Every search is checkpointed after each generation under ``<out>/runs``: a run that stops
 resumes where it stopped, and finished agents are not trained again. The files are named by
 the agent and a fingerprint of the code that trains and measures it and of the libraries'
@@ -28,12 +30,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
+from paperports._checks import check_int
 from paperports.experiments import experiment_main
 from paperports.experiments.obsdrop.es_agents import EsBudget, es_agent
 from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
@@ -55,8 +61,21 @@ def _ppo_rows() -> dict[str, Any]:
     return {"returns": results.get("returns", {}), "dream": results.get("dream_transfer", {})}
 
 
-def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
-    """Train and measure every agent, then write the report."""
+def _agent_on_one_thread(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any]:
+    """:func:`es_agent` on one torch thread, in this process or a worker: the same numbers
+    whatever ``--jobs`` is."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return es_agent(p, seed, budget, runs)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def reproduce_es(ctx: RunContext, generations: int | None = None, jobs: int = 1) -> Path:
+    """Train and measure every agent (``jobs`` at a time, in worker processes), then write
+    the report."""
+    jobs = check_int("jobs", jobs, minimum=1, who="es_reproduce")
     report = Report(METHODS["obsdrop"], ctx.out, ctx.command)
     ps = [0.1, 1.0] if ctx.quick else sorted(PAPER_RETURNS)
     seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
@@ -66,11 +85,31 @@ def reproduce_es(ctx: RunContext, generations: int | None = None) -> Path:
         else EsBudget(generations or 200, 384, 16, 500, 500_000)
     )
     first = sorted(ps, key=lambda p: (p != 0.1, p))  # the goal's p first
-    trained = {}
-    for p in first:
-        for seed in seeds:
+    agents = [(p, seed) for p in first for seed in seeds]
+    trained: dict[tuple[float, int], dict[str, Any]] = {}
+    runs = ctx.out / "runs"
+    if jobs == 1:
+        for p, seed in agents:
             ctx.log(f"obsdrop-es: p = {p:.0%}, seed {seed}, {budget.generations} generations")
-            trained[(p, seed)] = es_agent(p, seed, budget, ctx.out / "runs")
+            trained[(p, seed)] = _agent_on_one_thread(p, seed, budget, runs)
+    else:
+        ctx.log(f"obsdrop-es: {len(agents)} agents, {jobs} at a time")
+        # spawned, not forked: a child forked from a process whose thread pool runs can hang
+        spawn = multiprocessing.get_context("spawn")
+        with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
+            futures = {
+                pool.submit(_agent_on_one_thread, p, seed, budget, runs): (p, seed)
+                for p, seed in agents
+            }
+            try:
+                for future in as_completed(futures):  # a failed agent raises now
+                    trained[futures[future]] = future.result()
+                    ctx.log(
+                        f"obsdrop-es: p = {futures[future][0]:.0%}, seed {futures[future][1]} done"
+                    )
+            except BaseException:
+                pool.shutdown(wait=False, cancel_futures=True)
+                raise
     ppo = _ppo_rows()
 
     def per_seed(p: float, key: str) -> list[float]:
@@ -171,16 +210,19 @@ def _figure(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    def generations(parser: argparse.ArgumentParser) -> None:
+    def options(parser: argparse.ArgumentParser) -> None:
         parser.add_argument("--generations", type=int, default=None)
+        parser.add_argument(
+            "--jobs", type=int, default=1, help="agents trained at a time, in worker processes"
+        )
 
     return experiment_main(
         "paperports.experiments.obsdrop.es_reproduce",
         __doc__,
-        lambda ctx, args: reproduce_es(ctx, args.generations),
+        lambda ctx, args: reproduce_es(ctx, args.generations, args.jobs),
         "runs/obsdrop-es",
         argv,
-        generations,
+        options,
     )
 
 

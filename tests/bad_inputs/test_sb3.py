@@ -16,7 +16,7 @@ from sb3_contrib import RecurrentPPO
 from paperports.adapters.cartpole_swingup import CartPoleSwingUpEnv, cartpole_swingup_step
 from paperports.adapters.cartpole_swingup_vector import CartPoleSwingUpVectorEnv
 from paperports.experiments.obsdrop.agents import AgentRun
-from paperports.experiments.obsdrop.run_cache import RunCache
+from paperports.experiments.obsdrop.run_cache import RunCache, read_record, write_record
 from paperports.integrations.sb3 import (
     CartPoleWorldModel,
     MlpWorldModel,
@@ -434,3 +434,30 @@ def test_a_damaged_run_cache_entry_is_named_and_trained_again(damage: str, tmp_p
     with pytest.warns(RuntimeWarning, match=r"(json|zip)"):
         assert cache.load(run) is None
     assert json.loads(json.dumps(cache.budget)) == {"steps": 16}
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [('{"return": 1.', "JSONDecodeError"), ("[1, 2]", "a JSON list"), ("\udcff", "Unicode")],
+)
+def test_a_damaged_record_is_named_and_counts_as_missing(
+    text: str, why: str, tmp_path: Path
+) -> None:
+    """The shared reader of finished runs' records (the run cache's and the CarRacing
+    experiment's): a damaged file is named, and the run trains again."""
+    path = tmp_path / "agent_0.1_0.json"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    with pytest.warns(RuntimeWarning, match=rf"agent_0.1_0.json.*{why}"):
+        assert read_record(path) is None
+    assert read_record(tmp_path / "missing.json") is None
+    write_record(path, {"return": 2.0})  # replaced whole
+    assert read_record(path) == {"return": 2.0}
+    assert list(tmp_path.iterdir()) == [path]  # no .partial left behind
+
+
+def test_a_run_cache_entry_without_its_agent_flag_trains_again(tmp_path: Path) -> None:
+    cache = RunCache(tmp_path, {"steps": 16}, "fingerprint")
+    run = AgentRun("obsdrop", 0.5, 0)
+    write_record(cache.path(run), {"return": 1.0})
+    with pytest.warns(RuntimeWarning, match="has_agent"):
+        assert cache.load(run) is None

@@ -26,7 +26,6 @@ budget, so a stopped run resumes.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,6 +44,7 @@ from paperports.adapters.car_racing import (
     train_vae,
 )
 from paperports.benchmarking import BenchResult, BenchRow
+from paperports.experiments.obsdrop.run_cache import read_record, write_record
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -142,10 +142,9 @@ def _agent(
     """CMA-ES and RecurrentPPO agents at peek probability ``p``, scored on held-out
     episodes; kept in ``runs`` by budget."""
     path = runs / f"agent_{p}_{seed}.json"
-    if path.exists():
-        saved: dict[str, Any] = json.loads(path.read_text())
-        if saved.get("budget") == asdict(budget):
-            return saved
+    saved = read_record(path)
+    if saved is not None and saved.get("budget") == asdict(budget):
+        return saved
     steps = budget.episode_steps
     result: dict[str, Any] = {"p": p, "seed": seed, "budget": asdict(budget)}
     routes = ("cma", "ppo", "probe") if p in PAPER_LINEAR_PROBE else ("cma", "ppo")
@@ -188,8 +187,7 @@ def _agent(
             "frames_per_second": _Frames.count / seconds,
         }
         ctx.log(f"carracing p = {p:.0%} {route}: return {np.mean(returns):.1f}")
-    runs.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(result) + "\n")
+    write_record(path, result)
     return result
 
 

@@ -26,7 +26,7 @@ import paperports.adapters.cartpole_swingup
 import paperports.adapters.observational_dropout
 import paperports.integrations.sb3
 
-__all__ = ["RunCache", "code_fingerprint"]
+__all__ = ["RunCache", "code_fingerprint", "read_record", "write_record"]
 
 # The libraries whose numerics the results depend on.
 _LIBRARIES = ("torch", "numpy", "gymnasium", "stable-baselines3", "sb3-contrib")
@@ -104,12 +104,13 @@ class RunCache:
         if not path.exists():
             return None
         agent = path.with_suffix(".zip")
-        try:
-            result: dict[str, Any] = json.loads(path.read_text())
-            has_agent = bool(result.pop("has_agent"))
-        except (ValueError, KeyError, UnicodeDecodeError) as err:
-            _damaged(path, f"it does not hold a result ({type(err).__name__}: {err})")
+        result = read_record(path)
+        if result is None:
             return None
+        if "has_agent" not in result:
+            _damaged(path, "it does not hold a result (no 'has_agent')")
+            return None
+        has_agent = bool(result.pop("has_agent"))
         if has_agent:
             problem = _agent_problem(agent)
             if problem is not None:
@@ -127,9 +128,33 @@ class RunCache:
         if agent is not None:
             path.with_suffix(".zip").write_bytes(agent)
         fields = {k: v for k, v in result.items() if k != "agent"}
-        partial = path.with_suffix(".json.partial")
-        partial.write_text(json.dumps(fields | {"has_agent": agent is not None}, indent=1))
-        partial.replace(path)
+        write_record(path, fields | {"has_agent": agent is not None})
+
+
+def read_record(path: Path) -> dict[str, Any] | None:
+    """The JSON object a finished run wrote to ``path``; ``None`` if there is none, or if
+    the file is damaged (a ``RuntimeWarning`` names it and what is wrong, and the run
+    trains again)."""
+    if not path.exists():
+        return None
+    try:
+        record = json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError) as err:
+        _damaged(path, f"it does not hold a result ({type(err).__name__}: {err})")
+        return None
+    if not isinstance(record, dict):
+        _damaged(path, f"it does not hold a result (a JSON {type(record).__name__})")
+        return None
+    return record
+
+
+def write_record(path: Path, record: dict[str, Any]) -> None:
+    """Write ``record`` to ``path`` whole or not at all: to a ``.partial`` file first, then
+    renamed into place, so a killed process leaves no half result."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(record, indent=1))
+    partial.replace(path)
 
 
 _AGENT_PARTS = ("data", "policy.pth", "policy.optimizer.pth")

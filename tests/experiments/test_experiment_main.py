@@ -35,3 +35,30 @@ def test_the_options_reach_the_run_and_the_command_is_recorded(
     assert seen[0][0].out == Path("runs/y") and not seen[0][0].quick
     with pytest.raises(SystemExit):
         experiment_main("paperports.experiments.x.y", "doc", run, "runs/y", ["--seed", "one"])
+
+
+def _square_on_one_thread(x: int) -> tuple[int, int]:
+    import torch
+
+    from paperports.experiments import one_torch_thread
+
+    if x < 0:
+        raise ValueError(f"negative: {x}")
+    with one_torch_thread():
+        return x * x, torch.get_num_threads()
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_each_in_workers_gives_every_result_its_index(jobs: int, tmp_path: Path) -> None:
+    import torch
+
+    from paperports.experiments import each_in_workers
+
+    threads = torch.get_num_threads()
+    got: dict[int, tuple[int, int]] = {}
+    ctx = RunContext(tmp_path, quiet=True)
+    each_in_workers(_square_on_one_thread, [(3,), (4,), (5,)], jobs, got.__setitem__, ctx, "x")
+    assert got == {0: (9, 1), 1: (16, 1), 2: (25, 1)}
+    assert torch.get_num_threads() == threads  # restored
+    with pytest.raises(ValueError, match="negative: -1"):
+        each_in_workers(_square_on_one_thread, [(2,), (-1,)], jobs, got.__setitem__, ctx, "x")

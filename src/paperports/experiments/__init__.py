@@ -5,14 +5,22 @@ and :func:`experiment_main`, the command line of the experiments run as
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import shlex
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any, TypeVar
+
+import torch
 
 from paperports.registry import RunContext
 
-__all__ = ["experiment_main"]
+__all__ = ["each_in_workers", "experiment_main", "one_torch_thread"]
+
+R = TypeVar("R")
 
 
 def experiment_main(
@@ -39,3 +47,44 @@ def experiment_main(
     ctx = RunContext(args.out, quick=args.quick, seed=args.seed, quiet=args.quiet, command=command)
     print(run(ctx, args))
     return 0
+
+
+@contextmanager
+def one_torch_thread() -> Iterator[None]:
+    """Run the block on one torch thread, restoring the caller's count after: what an
+    experiment whose runs go to worker processes does in this process too, so its numbers
+    do not depend on how many workers there are."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def each_in_workers(
+    fn: Callable[..., R],
+    calls: Sequence[tuple[Any, ...]],
+    jobs: int,
+    done: Callable[[int, R], None],
+    ctx: RunContext,
+    desc: str,
+) -> None:
+    """``fn(*calls[i])`` for every ``i``, in this process if ``jobs`` is 1, else in ``jobs``
+    worker processes; ``done(i, result)`` as each finishes, with ``ctx``'s progress bar. A
+    failed call raises as soon as it fails, cancelling the calls not yet started, not after
+    hours of the others. ``fn`` must be a module-level function (the workers import it)."""
+    if jobs == 1:
+        for i in ctx.progress(range(len(calls)), desc, len(calls)):
+            done(i, fn(*calls[i]))
+        return
+    # spawned, not forked: a child forked from a process whose thread pool runs can hang
+    spawn = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
+        futures = {pool.submit(fn, *call): i for i, call in enumerate(calls)}
+        try:
+            for future in ctx.progress(as_completed(futures), desc, len(calls)):
+                done(futures[future], future.result())
+        except BaseException:
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise

@@ -30,17 +30,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 
 from paperports._checks import check_int
-from paperports.experiments import experiment_main
+from paperports.experiments import each_in_workers, experiment_main, one_torch_thread
 from paperports.experiments.obsdrop.es_agents import EsBudget, es_agent
 from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
 from paperports.registry import METHODS, RunContext
@@ -64,12 +61,8 @@ def _ppo_rows() -> dict[str, Any]:
 def _agent_on_one_thread(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any]:
     """:func:`es_agent` on one torch thread, in this process or a worker: the same numbers
     whatever ``--jobs`` is."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         return es_agent(p, seed, budget, runs)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def reproduce_es(ctx: RunContext, generations: int | None = None, jobs: int = 1) -> Path:
@@ -87,29 +80,16 @@ def reproduce_es(ctx: RunContext, generations: int | None = None, jobs: int = 1)
     first = sorted(ps, key=lambda p: (p != 0.1, p))  # the goal's p first
     agents = [(p, seed) for p in first for seed in seeds]
     trained: dict[tuple[float, int], dict[str, Any]] = {}
-    runs = ctx.out / "runs"
-    if jobs == 1:
-        for p, seed in agents:
-            ctx.log(f"obsdrop-es: p = {p:.0%}, seed {seed}, {budget.generations} generations")
-            trained[(p, seed)] = _agent_on_one_thread(p, seed, budget, runs)
-    else:
-        ctx.log(f"obsdrop-es: {len(agents)} agents, {jobs} at a time")
-        # spawned, not forked: a child forked from a process whose thread pool runs can hang
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
-            futures = {
-                pool.submit(_agent_on_one_thread, p, seed, budget, runs): (p, seed)
-                for p, seed in agents
-            }
-            try:
-                for future in as_completed(futures):  # a failed agent raises now
-                    trained[futures[future]] = future.result()
-                    ctx.log(
-                        f"obsdrop-es: p = {futures[future][0]:.0%}, seed {futures[future][1]} done"
-                    )
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+    ctx.log(
+        f"obsdrop-es: {len(agents)} agents of {budget.generations} generations, {jobs} at a time"
+    )
+
+    def finish(i: int, result: dict[str, Any]) -> None:
+        trained[agents[i]] = result
+        ctx.log(f"obsdrop-es: p = {agents[i][0]:.0%}, seed {agents[i][1]} done")
+
+    calls = [(p, seed, budget, ctx.out / "runs") for p, seed in agents]
+    each_in_workers(_agent_on_one_thread, calls, jobs, finish, ctx, "obsdrop-es agents")
     ppo = _ppo_rows()
 
     def per_seed(p: float, key: str) -> list[float]:

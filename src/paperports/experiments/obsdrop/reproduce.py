@@ -17,14 +17,13 @@ chooses the runs and writes the report.
 from __future__ import annotations
 
 import io
-import multiprocessing
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
 from sb3_contrib import RecurrentPPO
 
+from paperports.experiments import each_in_workers
 from paperports.experiments.obsdrop import agents
 from paperports.experiments.obsdrop.agents import (
     CONTROLLER,
@@ -91,21 +90,14 @@ def run_agents(
         if cache is not None:
             cache.save(runs[i], result)
 
-    if ctx.jobs == 1:
-        for i in ctx.progress(todo, "obsdrop agents", len(todo)):
-            finish(i, run_agent(runs[i], *args))
-    elif todo:
-        # Spawned, not forked: a child forked from a process whose thread pool runs can hang.
-        spawn = multiprocessing.get_context("spawn")
-        with ProcessPoolExecutor(ctx.jobs, mp_context=spawn) as pool:
-            futures = {pool.submit(run_agent, runs[i], *args): i for i in todo}
-            try:
-                for future in ctx.progress(as_completed(futures), "obsdrop agents", len(todo)):
-                    # a failed run raises now, not after hours of the others
-                    finish(futures[future], future.result())
-            except BaseException:
-                pool.shutdown(wait=False, cancel_futures=True)
-                raise
+    each_in_workers(
+        run_agent,
+        [(runs[i], *args) for i in todo],
+        ctx.jobs,
+        lambda k, result: finish(todo[k], result),
+        ctx,
+        "obsdrop agents",
+    )
     return [result for result in results if result is not None]
 
 

@@ -124,6 +124,17 @@ METHODS: dict[str, Method] = {
             experiments="paperports.experiments.ggnn",
         ),
         Method(
+            name="ggnn-verification",
+            title="GGS-NN program verification: separation-logic formulas of heap graphs (PyG)",
+            citation=(
+                "Li, Tarlow, Brockschmidt, Zemel (2016). Gated Graph Sequence Neural Networks. "
+                "ICLR 2016, section 7. https://arxiv.org/abs/1511.05493"
+            ),
+            extras=("pyg", "reproduce"),
+            modules=("torch_geometric", "matplotlib", "tqdm"),
+            experiments="paperports.experiments.ggnn.verification_reproduce",
+        ),
+        Method(
             name="obsdrop",
             title="Observational dropout (world models without forward prediction) for SB3",
             citation=(

@@ -120,6 +120,7 @@ def _run(variant: str, seed: int, budget: Budget, ctx: RunContext) -> dict[str, 
     test_acc, by_exists = _accuracy(model, test)
     longer_acc, _ = _accuracy(model, longer)
     steps = model.step_accuracy(test[:2000])
+    longer_steps = model.step_accuracy(longer[:2000])
     ctx.log(f"ggnn-verification {variant} seed {seed}: test {test_acc:.1%}, val {val_acc:.1%}")
     return {
         "test": test_acc,
@@ -129,6 +130,7 @@ def _run(variant: str, seed: int, budget: Budget, ctx: RunContext) -> dict[str, 
         "longer_cells": float(np.mean([h.num_cells for h in longer])),
         "test_cells": float(np.mean([h.num_cells for h in test])),
         "steps": steps,
+        "longer_steps": longer_steps,
         "final_loss": {k: float(np.mean(v[-100:])) for k, v in losses.items()},
         "formulas": [len(train_f), len(val_f), len(test_f)],
         "heaps": [len(train), len(val), len(test)],
@@ -237,10 +239,24 @@ def _write(
         "any named node is beyond what 10 propagation steps can relate to it."
     )
     ours = 100 * float(np.mean([r["test"] for r in runs["ours"]]))
-    verdict = "reproduces" if ours >= PAPER["ggsnn"] - 2.0 else "**does not reproduce**"
+    pyg = 100 * float(np.mean([r["test"] for r in runs["pyg"]]))
+    if ours >= PAPER["ggsnn"] - 2.0:
+        verdict = f"at or above the paper's {PAPER['ggsnn']:.2f}% (within 2 points counts)"
+    else:
+        verdict = f"**below the paper's {PAPER['ggsnn']:.2f}%** (within 2 points counts)"
+    saturated = ours >= 99.0 and pyg >= 99.0
     report.text(
-        f"Ours {ours:.1f}% against the paper's {PAPER['ggsnn']:.2f}%: {verdict} (within 2 "
-        "points counts). The two data sets are not the same, so the comparison is of kind."
+        f"Ours {ours:.1f}%: {verdict}. The data sets are not the same, so the comparison is "
+        "of kind."
+        + (
+            f" On this rebuilt data set the task saturates: PyG's layer, blind to the fields "
+            f"and to direction, scores {pyg:.1f}% as well, so heaps of this size do not show "
+            "what the paper's edge types and directions buy, and they leave none of the "
+            "errors the paper's data left its model (about 10 points). Heaps larger than "
+            "any trained on do: see the last column and the next section."
+            if saturated
+            else ""
+        )
     )
     report.section("Where the errors are")
     report.text(
@@ -250,8 +266,12 @@ def _write(
     )
     names = list(COMPONENTS)
     report.table(
-        ["model", *names],
-        [[v, *(_cell([r["steps"][n] for r in runs[v]]) for n in names)] for v in VARIANTS],
+        ["model", "heaps", *names],
+        [
+            [v, heaps, *(_cell([r[key][n] for r in runs[v]]) for n in names)]
+            for v in VARIANTS
+            for heaps, key in (("test", "steps"), ("longer", "longer_steps"))
+        ],
     )
     counts = sorted({k for r in runs["ours"] for k in r["test_by_existentials"]})
     report.table(

@@ -11,8 +11,8 @@ import torch
 from torch_geometric.loader import DataLoader
 
 from paperports.adapters.babi import (
-    CIRCUIT_SIZE,
-    PATH_LENGTH,
+    CIRCUIT_SIZES,
+    PATH_LENGTHS,
     TASKS,
     BabiGraphs,
     Question,
@@ -139,8 +139,9 @@ def test_babi19_has_two_decoys_and_one_route_as_babis_generator() -> None:
         assert routes == 1
 
 
-def test_shortest_path_is_the_unique_shortest_path() -> None:
-    for story in generate_task("shortest_path", 20):
+def test_shortest_path_is_the_unique_shortest_path_of_varying_length() -> None:
+    lengths = set()
+    for story in generate_task("shortest_path", 40):
         q = story.questions[0]
         adjacency: dict[int, set[int]] = {}
         for s, _, t in story.facts:
@@ -154,19 +155,42 @@ def test_shortest_path_is_the_unique_shortest_path() -> None:
                 if v not in distance:
                     distance[v] = distance[u] + 1
                     queue.append(v)
-        assert distance[end] == PATH_LENGTH == len(q.answer) and q.answer[-1] == end
+        assert distance[end] == len(q.answer) and q.answer[-1] == end
         path = (start, *q.answer)
         assert all(b in adjacency[a] for a, b in itertools.pairwise(path))
+        lengths.add(len(q.answer))
+    assert lengths == set(PATH_LENGTHS)
 
 
 def test_eulerian_circuit_walks_every_edge_of_the_cycle_once() -> None:
-    for story in generate_task("eulerian", 20):
+    sizes = set()
+    for story in generate_task("eulerian", 40):
         q = story.questions[0]
         walk = (*q.args, *q.answer)
-        assert walk[0] == walk[-1] and len(walk) == CIRCUIT_SIZE + 1
+        size = len(walk) - 1
+        assert walk[0] == walk[-1] and size in CIRCUIT_SIZES
         used = {frozenset(e) for e in itertools.pairwise(walk)}
         cycle_edges = {frozenset((s, t)) for s, _, t in story.facts if s in walk and t in walk}
-        assert used == cycle_edges and len(used) == CIRCUIT_SIZE
+        assert used == cycle_edges and len(used) == size
+        sizes.add(size)
+    assert sizes == set(CIRCUIT_SIZES)
+
+
+@pytest.mark.parametrize("task", ["shortest_path", "eulerian"])
+def test_answers_of_different_lengths_are_padded_to_the_longest(task: str) -> None:
+    graphs = BabiGraphs(task, 30, seed=3)
+    stories = generate_task(task, 30, seed=3)
+    longest = max(len(s.questions[0].answer) for s in stories)
+    batch = next(iter(DataLoader(graphs, batch_size=30)))
+    assert batch.y.shape == (30, longest)
+    assert batch.annotations.shape[1:] == (longest - 1, 2)
+    for story, y in zip(stories, batch.y, strict=True):
+        k = len(story.questions[0].answer)
+        assert (y[:k] >= 0).all() and (y[k:] == -1).all()
+    data = to_data(stories[0], stories[0].questions[0], TASKS[task])  # no padding asked
+    assert data.y.shape == (1, len(stories[0].questions[0].answer))
+    with pytest.raises(ValueError, match="length"):
+        to_data(stories[0], stories[0].questions[0], TASKS[task], length=1)
 
 
 SYMBOLIC = """\
@@ -237,8 +261,9 @@ def test_to_data_encodes_facts_as_typed_edges_and_arguments_as_annotations() -> 
 def test_sequence_tasks_carry_intermediate_annotations() -> None:
     data = BabiGraphs("shortest_path", 4)
     batch = next(iter(DataLoader(data, batch_size=4)))
-    assert batch.y.shape == (4, PATH_LENGTH)
-    assert batch.annotations.shape == (batch.num_nodes, PATH_LENGTH - 1, 2)
+    longest = batch.y.shape[1]
+    assert longest in PATH_LENGTHS
+    assert batch.annotations.shape == (batch.num_nodes, longest - 1, 2)
     first = batch.annotations[:, 0]
     # the annotation after step 1 marks the first node of the path and, still, the goal
     for g in range(4):

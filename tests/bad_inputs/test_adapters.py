@@ -12,7 +12,7 @@ import torch
 import transformers
 
 from paperports import cli
-from paperports.adapters import babi
+from paperports.adapters import babi, heap_graphs
 from paperports.adapters.bert_pretraining import (
     DataCollatorForPreTraining,
     make_next_sentence_pairs,
@@ -229,6 +229,52 @@ VALUES = [
         "BabiGraphs stories of tuples",
         lambda: babi.BabiGraphs("babi15", stories=[(0, 0, 1)]),
         "stories[0]",
+    ),
+    case(
+        "to_data padding shorter than the answer",
+        lambda: babi.to_data(
+            babi.Story([(0, 0, 1), (1, 0, 2)]),
+            babi.Question(0, (0, 2), (1, 2)),
+            babi.TASKS["shortest_path"],
+            length=1,
+        ),
+        "length",
+    ),
+    case(
+        "parse_heap dangling pointer",
+        lambda: heap_graphs.parse_heap("0x10: next=0x20\nx = 0x10"),
+        "0x10.next",
+        "0x20",
+        "dangling",
+    ),
+    case(
+        "parse_heap field out of range",
+        lambda: heap_graphs.parse_heap("0x10: down=0\nx = 0x10"),
+        "'down'",
+        "out of range",
+    ),
+    case(
+        "parse_heap variable dangling",
+        lambda: heap_graphs.parse_heap("0x10: next=0\nx = 0x40"),
+        "variable x",
+        "0x40",
+    ),
+    case(
+        "parse_heap not a line of either form",
+        lambda: heap_graphs.parse_heap("0x10: next=0\nnext 0x10"),
+        "line 2",
+    ),
+    case("parse_heap bytes", lambda: heap_graphs.parse_heap(b"0x10: next=0"), "text"),
+    case(
+        "heap_from_cells pointer as text",
+        lambda: heap_graphs.heap_from_cells({16: {"next": "0"}}, {"x": 16}),
+        "cell 0x10.next",
+    ),
+    case(
+        "describe a cell of list and tree fields",
+        lambda: heap_graphs.describe(heap_graphs.parse_heap("0x10: next=0 left=0\nx = 0x10")),
+        "0x10",
+        "list cell",
     ),
     case(
         "LogitsModel output without logits", lambda: LogitsModel(_Words())(torch.ones(1)), "logits"

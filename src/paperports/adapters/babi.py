@@ -10,9 +10,9 @@ Two sources give the same :class:`Story` objects:
 - :func:`generate_task`: offline generators for bAbI tasks 4 (two-argument relations), 15
   (basic deduction), 16 (basic induction), 18 (size reasoning) and 19 (path finding), and the
   paper's two sequence tasks, shortest path and Eulerian circuit (a random graph plus a
-  distractor component). Sequence lengths are fixed per task (a shortest path of
-  ``PATH_LENGTH`` edges, a cycle of ``CIRCUIT_SIZE`` nodes) so that a batch's outputs align;
-  the paper's vary;
+  distractor component). Their outputs vary in length, as the paper's: a shortest path of
+  one of ``PATH_LENGTHS`` edges, a cycle of one of ``CIRCUIT_SIZES`` nodes, drawn per story
+  (a batch's answers are padded with ``-1`` to its longest);
 - :func:`parse_symbolic`: the symbolic format that the paper's own pre-processing writes from
   the real bAbI files (``src type tgt`` per fact, ``? qtype arg... answer...`` per question,
   blank lines between stories, 1-based ids), with :func:`parse_dictionary` for its
@@ -86,13 +86,18 @@ class TaskSpec:
     """``"node"`` (select a node), ``"class"`` (classify the graph), ``"node_sequence"`` or
     ``"class_sequence"``."""
     classes: tuple[str, ...] = ()
+    stop_channel: int | None = None
+    """For node sequences of varying length: the annotation channel whose node ends the
+    sequence (the goal of a shortest path, the start of a circuit): a model's output
+    sequence is over once it outputs that node."""
 
 
 DIRECTIONS = ("north", "south", "east", "west")
-PATH_LENGTH = 3
-"""Edges on the unique shortest path of the shortest-path task (its output length)."""
-CIRCUIT_SIZE = 5
-"""Nodes on the cycle of the Eulerian-circuit task."""
+PATH_LENGTHS = (2, 3, 4)
+"""Edges on the unique shortest path of the shortest-path task (its output length), one
+drawn per story."""
+CIRCUIT_SIZES = (4, 5, 6)
+"""Nodes on the cycle of the Eulerian-circuit task (one output fewer), one drawn per story."""
 _OPPOSITE = {0: 1, 1: 0, 2: 3, 3: 2}
 _STEP = {0: (0, 1), 1: (0, -1), 2: (1, 0), 3: (-1, 0)}
 
@@ -111,8 +116,12 @@ TASKS: dict[str, TaskSpec] = {
     "babi19": TaskSpec(
         "path finding", DIRECTIONS, ("path",), 2, "class_sequence", ("n", "s", "e", "w")
     ),
-    "shortest_path": TaskSpec("shortest path", ("edge",), ("path",), 2, "node_sequence"),
-    "eulerian": TaskSpec("Eulerian circuit", ("edge",), ("circuit",), 2, "node_sequence"),
+    "shortest_path": TaskSpec(
+        "shortest path", ("edge",), ("path",), 2, "node_sequence", stop_channel=1
+    ),
+    "eulerian": TaskSpec(
+        "Eulerian circuit", ("edge",), ("circuit",), 2, "node_sequence", stop_channel=0
+    ),
 }
 
 _PLACES = ("kitchen", "office", "garden", "hallway", "bathroom", "bedroom")
@@ -321,8 +330,8 @@ def _shortest_path(rng: random.Random, question_type: int) -> Story:
             adjacency.setdefault(u, []).append(v)
         start = rng.choice(main)
         distance, count = _bfs_paths(adjacency, start)
-        # a fixed length keeps the output sequences of a batch aligned
-        ends = [v for v in main if distance.get(v) == PATH_LENGTH and count[v] == 1]
+        length = rng.choice(PATH_LENGTHS)
+        ends = [v for v in main if distance.get(v) == length and count[v] == 1]
         if not ends:
             continue
         end = rng.choice(ends)
@@ -341,7 +350,7 @@ def _shortest_path(rng: random.Random, question_type: int) -> Story:
 
 
 def _eulerian(rng: random.Random, question_type: int) -> Story:
-    size = CIRCUIT_SIZE
+    size = rng.choice(CIRCUIT_SIZES)
     cycle = rng.sample(range(size), size)
     distractor = list(range(size, size + 3))
     facts = []
@@ -468,7 +477,7 @@ def parse_dictionary(text: str) -> dict[str, int]:
     return mapping
 
 
-def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
+def to_data(story: Story, question: Question, spec: TaskSpec, length: int | None = None) -> Data:
     """One question of a story as a PyG ``Data``.
 
     Nodes are the ids that occur in the facts or the question, renumbered ``0..n-1`` in
@@ -476,7 +485,9 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
     ``edge_type`` from the facts; ``y``: the answer, a node index within the graph (node
     answers) or a class (class answers), ``(1, K)`` for sequences. For sequences with known
     steps, ``annotations`` holds the true next annotations, ``(num_nodes, K - 1, channels)``
-    (nodes first, so that batching concatenates them like ``x``).
+    (nodes first, so that batching concatenates them like ``x``). ``length`` pads a
+    sequence's ``y`` with ``-1`` (and its annotations with zeros) to ``K = length`` outputs,
+    so that answers of different lengths batch together.
     """
     for name, value, kind in [
         ("story", story, Story),
@@ -514,6 +525,9 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
         answer = [index[a] for a in question.answer]
     else:
         answer = list(question.answer)
+    if length is not None and spec.answer.endswith("sequence"):
+        length = check_int("length", length, minimum=len(answer), who="to_data")
+        answer += [-1] * (length - len(answer))
     y = torch.tensor(answer, dtype=torch.long)
     if spec.answer.endswith("sequence"):
         y = y.view(1, -1)
@@ -524,7 +538,7 @@ def to_data(story: Story, question: Question, spec: TaskSpec) -> Data:
                 f"a sequence of {len(question.answer)} outputs has {len(question.answer) - 1} "
                 f"intermediate annotations, got {len(question.steps)}"
             )
-        annotations = torch.zeros(n, len(question.steps), spec.annotation_channels)
+        annotations = torch.zeros(n, y.size(1) - 1, spec.annotation_channels)
         for k, marked in enumerate(question.steps):
             for channel, node in enumerate(marked):
                 annotations[index[node], k, channel] = 1.0
@@ -570,7 +584,8 @@ class BabiGraphs(InMemoryDataset):  # type: ignore[misc]
 
     Generated offline (``stories=None``) or built from stories a user parsed from the real
     bAbI files with :func:`parse_symbolic`; in the latter case only the questions of
-    ``question_type`` are kept, as the paper trains one model per question type.
+    ``question_type`` are kept, as the paper trains one model per question type. Sequence
+    answers are padded with ``-1`` to the longest among them.
 
     Args:
         task: A key of :data:`TASKS`.
@@ -609,12 +624,9 @@ class BabiGraphs(InMemoryDataset):  # type: ignore[misc]
         self.spec = TASKS[task]
         if stories is None:
             stories = generate_task(task, num_examples, seed, question_type)
-        data_list = [
-            to_data(story, q, self.spec)
-            for story in stories
-            for q in story.questions
-            if q.type == question_type
-        ]
+        questions = [(s, q) for s in stories for q in s.questions if q.type == question_type]
+        longest = max((len(q.answer) for _, q in questions), default=0)
+        data_list = [to_data(story, q, self.spec, longest) for story, q in questions]
         if not data_list:
             raise ValueError(f"no question of type {question_type} in the stories")
         self.data, self.slices = self.collate(data_list)

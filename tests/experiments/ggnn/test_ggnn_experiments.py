@@ -131,3 +131,35 @@ def test_the_shortfalls_study_trains_each_variant_and_records_it(
         assert all(0.0 <= a <= 1.0 for v in results["accuracy"][task].values() for a in v)
     assert results["paper"] == {"babi18": 100.0, "shortest_path": 100.0}
     assert "babi18 from 50 examples" in path.read_text()
+
+
+def test_a_sequence_of_varying_length_counts_when_right_up_to_the_node_that_ends_it() -> None:
+    """Outputs past the end of a shorter answer are not read; the model's sequence ends at
+    its first output of the stop node (the goal of a shortest path)."""
+    import torch
+    from torch_geometric.data import Batch, Data
+
+    from paperports.experiments.ggnn.common import _correct
+
+    edge_index = torch.tensor([[0, 1, 2], [1, 2, 3]])
+    x = torch.zeros(4, 2)
+    x[0, 0], x[3, 1] = 1, 1  # start 0, goal 3 (channel 1)
+    answers = [[1, 2, 3], [1, 2, 3], [3, -1, -1], [1, 2, 3]]
+    batch = Batch.from_data_list(
+        [Data(x=x, edge_index=edge_index, y=torch.tensor([a])) for a in answers]
+    )
+    chosen = torch.tensor([[1, 2, 3], [1, 3, 3], [3, 0, 0], [1, 2, 0]])  # per graph, step
+    model = GGSNN(2, 4, 1, task="node_selection")
+
+    def outputs(*args: object, **kwargs: object) -> tuple[list[torch.Tensor], list]:
+        steps = []
+        for k in range(3):
+            scores = torch.full((16,), -10.0)
+            scores[batch.ptr[:-1] + chosen[:, k]] = 0.0
+            steps.append(scores)
+        return steps, []
+
+    model.forward = outputs  # type: ignore[method-assign]
+    right = _correct(model, batch, stop_channel=1)
+    # right; a wrong node; right at length 1 whatever follows; never reaches the goal
+    assert right.tolist() == [True, False, True, False]

@@ -88,6 +88,38 @@ def test_ggsnn_steps_teacher_forcing_and_loss() -> None:
     assert outputs[1].shape == (2, 4)
 
 
+def test_ggsnn_loss_leaves_out_steps_past_a_shorter_sequences_end() -> None:
+    """Sequences of different lengths in one batch: ``-1`` targets (and the annotations that
+    would feed those steps) add nothing to the loss, for node and graph outputs."""
+    torch.manual_seed(2)
+    batch = Batch.from_data_list([chain(4, 0, 1), chain(5, 1, 2)])
+    model = GGSNN(1, 6, 2, task="node_selection")
+    truth = [torch.rand(9, 1), torch.rand(9, 1)]
+    outputs, predicted = model(batch, num_steps=3, annotations=truth)
+    targets = torch.tensor([[1, 2, 3], [2, -1, -1]])  # the second graph's answer is 1 long
+    loss = model.loss(outputs, targets, batch, predicted, truth)
+    ptr, first = batch.ptr, slice(0, 4)  # the first graph's nodes
+    bce = torch.nn.functional.binary_cross_entropy
+    expected = (
+        -(outputs[0][ptr[0] + 1] + outputs[0][ptr[1] + 2]) / 2
+        - outputs[1][ptr[0] + 2]
+        - outputs[2][ptr[0] + 3]
+        + bce(predicted[0][first], truth[0][first])
+        + bce(predicted[1][first], truth[1][first])
+    )
+    torch.testing.assert_close(loss, expected)
+    with pytest.raises(ValueError, match="-1 past the end"):
+        model.loss(outputs, torch.tensor([[1, 2, 3], [2, -2, -1]]), batch)
+    with pytest.raises(ValueError, match="not between them"):
+        model.loss(outputs, torch.tensor([[1, 2, 3], [2, -1, 3]]), batch)
+    graph_model = GGSNN(1, 6, 2, task="graph", out_channels=4)
+    outputs, _ = graph_model(batch, num_steps=2)
+    loss = graph_model.loss(outputs, torch.tensor([[1, 3], [2, -1]]), batch)
+    ce = torch.nn.functional.cross_entropy
+    expected = ce(outputs[0], torch.tensor([1, 2])) + ce(outputs[1][:1], torch.tensor([3]))
+    torch.testing.assert_close(loss, expected)
+
+
 def test_annotations_take_the_models_dtype() -> None:
     """Integer annotations (as bAbI's) are cast to the model's dtype: float32 by default,
     float64 after ``.double()``, for GGNN and GGS-NN alike."""

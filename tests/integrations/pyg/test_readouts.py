@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from torch_geometric.data import Data
 from torch_geometric.loader import DataLoader
@@ -58,3 +59,22 @@ def test_node_selection_is_a_softmax_within_each_graph() -> None:
     for g in range(3):
         local = log_probs[ptr[g] : ptr[g + 1]]
         assert chosen[g] == local.argmax()
+
+
+def test_node_selection_loss_reads_only_the_graphs_the_mask_keeps() -> None:
+    torch.manual_seed(0)
+    sel = NodeSelection(3)
+    x = torch.randn(7, 3)
+    ptr = torch.tensor([0, 3, 5, 7])
+    index = torch.tensor([0, 0, 0, 1, 1, 2, 2])
+    log_probs = sel(x, index, ptr, 3)
+    target = torch.tensor([2, -1, 1])  # graph 1's sequence is over: no target
+    keep = target >= 0
+    expected = -(log_probs[0 + 2] + log_probs[5 + 1]) / 2
+    assert torch.allclose(NodeSelection.loss(log_probs, target, ptr, mask=keep), expected)
+    with pytest.raises(ValueError, match=r"\[0, inf\)"):
+        NodeSelection.loss(log_probs, target, ptr)  # without the mask, -1 is refused
+    with pytest.raises(ValueError, match="graph 2 has 2 nodes"):
+        NodeSelection.loss(log_probs, torch.tensor([2, -1, 5]), ptr, mask=keep)
+    with pytest.raises(ValueError, match="mask must be a bool tensor"):
+        NodeSelection.loss(log_probs, target, ptr, mask=keep.long())

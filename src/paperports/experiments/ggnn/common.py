@@ -105,8 +105,11 @@ def _loss(model: nn.Module, batch: Batch) -> Tensor:
 
 
 @torch.no_grad()
-def _correct(model: nn.Module, batch: Batch) -> Tensor:
-    """Per graph: whether the whole answer is right."""
+def _correct(model: nn.Module, batch: Batch, stop_channel: int | None = None) -> Tensor:
+    """Per graph: whether the whole answer is right. A sequence of varying length
+    (``stop_channel``: the annotation channel of the node that ends it) is right when the
+    model's outputs up to the first time it outputs that node are the answer: the model
+    decides the length."""
     model.eval()
     if isinstance(model, GGSNN):
         k = _sequence_length(batch)
@@ -118,7 +121,15 @@ def _correct(model: nn.Module, batch: Batch) -> Tensor:
                 steps.append(out.argmax(-1))
             else:
                 steps.append(NodeSelection.predict(out, batch.batch, num_graphs))
-        right: Tensor = (torch.stack(steps, dim=1) == batch.y).all(dim=1)
+        predicted = torch.stack(steps, dim=1)
+        valid = batch.y >= 0
+        right: Tensor = ((predicted == batch.y) | ~valid).all(dim=1)
+        if stop_channel is not None:
+            stop = NodeSelection.predict(batch.x[:, stop_channel], batch.batch, num_graphs)
+            ends = predicted == stop[:, None]
+            # the length the model gave: up to its first output of the stop node
+            first = torch.where(ends.any(dim=1), ends.float().argmax(dim=1) + 1, k + 1)
+            right &= first == valid.sum(dim=1)
         return right
     assert isinstance(model, GGNN)
     right = model.predict(model(batch), batch) == batch.y.view(-1)
@@ -155,7 +166,7 @@ def heldout_accuracy(model: nn.Module, task: str, seed: int, settings: Settings)
     """The accuracy on ``settings.test_size`` fresh stories (seed ``10_000 + seed``)."""
     test = BabiGraphs(task, settings.test_size, seed=10_000 + seed)
     batch = next(iter(DataLoader(test, batch_size=len(test))))
-    return float(_correct(model, batch).float().mean())
+    return float(_correct(model, batch, TASKS[task].stop_channel).float().mean())
 
 
 def accuracy_after_training(

@@ -162,7 +162,10 @@ def _write(
         "tasks' logic, not their exact text, so the figures are comparable in kind, not "
         "digit for digit. Sequence tasks (bAbI 19, shortest path, Eulerian circuit) are "
         "GGS-NNs trained with the true intermediate annotations and evaluated without them; "
-        "a sequence counts only when every output is right. 'PyG' is the same model with "
+        "a sequence counts only when every output is right. The shortest paths (2-4 edges) "
+        "and circuits (4-6 nodes) vary in length from story to story, as the paper's: the "
+        "model's sequence ends at its first output of the goal (or of the circuit's start), "
+        "and counts when it is the answer, length included. 'PyG' is the same model with "
         "`torch_geometric.nn.GatedGraphConv` as the propagation model: one edge type, "
         "messages only along the edges."
     )

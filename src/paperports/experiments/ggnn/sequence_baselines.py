@@ -2,9 +2,9 @@
 
 Each fact ``source relation target`` becomes three tokens, then a question marker and the
 question's arguments follow; the final state predicts the answer (a node id or a class),
-one head per output for sequence answers. These stand for the paper's RNN and LSTM
-baselines on the symbolic stories; its figures for bAbI 19 with 950 training examples are
-RNN 24.7% and LSTM 28.2%.
+one head per output for sequence answers (told the answer's length: heads past it are not
+read). These stand for the paper's RNN and LSTM baselines on the symbolic stories; its
+figures for bAbI 19 with 950 training examples are RNN 24.7% and LSTM 28.2%.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ _SPECIAL = 2  # 0: padding, 1: the question marker
 def encode_stories(
     stories: list[Story], num_nodes: int, num_relations: int
 ) -> tuple[Tensor, Tensor]:
-    """Token sequences ``(N, L)`` (left-padded with 0) and answers ``(N, K)``.
+    """Token sequences ``(N, L)`` (left-padded with 0) and answers ``(N, K)`` (padded with
+    ``-1`` past the end of shorter answers).
 
     Tokens: nodes ``2 .. 2 + num_nodes``, relations after them, 1 before the arguments.
     """
@@ -40,7 +41,8 @@ def encode_stories(
     padded = torch.zeros(len(sequences), length, dtype=torch.long)
     for i, tokens in enumerate(sequences):
         padded[i, length - len(tokens) :] = torch.tensor(tokens)
-    return padded, torch.tensor(answers, dtype=torch.long)
+    steps = max(map(len, answers))
+    return padded, torch.tensor([a + [-1] * (steps - len(a)) for a in answers], dtype=torch.long)
 
 
 class SequenceBaseline(nn.Module):
@@ -74,20 +76,26 @@ def baseline_accuracy(
     classes = len(spec.classes) if spec.answer.startswith("class") else num_nodes
     x_train, y_train = encode_stories(train_stories, num_nodes, len(spec.edge_types))
     x_test, y_test = encode_stories(test_stories, num_nodes, len(spec.edge_types))
+    steps = max(y_train.shape[1], y_test.shape[1])
+    y_train, y_test = (nn.functional.pad(y, (0, steps - y.shape[1]), value=-1)
+                       for y in (y_train, y_test))  # fmt: skip
     torch.manual_seed(seed)
     model = SequenceBaseline(
-        kind, _SPECIAL + num_nodes + len(spec.edge_types), 32, max(classes, 2), y_train.shape[1]
+        kind, _SPECIAL + num_nodes + len(spec.edge_types), 32, max(classes, 2), steps
     )
     optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
     generator = torch.Generator().manual_seed(seed)
     for _ in range(updates):
         batch = torch.randint(0, len(x_train), (32,), generator=generator)
         logits = model(x_train[batch])
-        loss = nn.functional.cross_entropy(logits.flatten(0, 1), y_train[batch].flatten())
+        loss = nn.functional.cross_entropy(
+            logits.flatten(0, 1), y_train[batch].flatten(), ignore_index=-1
+        )
         optimizer.zero_grad()
         loss.backward()  # type: ignore[no-untyped-call]
         optimizer.step()
     model.eval()
     with torch.no_grad():
-        right = (model(x_test).argmax(-1) == y_test).all(dim=1)
+        # one head per step: the answer's steps must be right (heads past it are not read)
+        right = ((model(x_test).argmax(-1) == y_test) | (y_test < 0)).all(dim=1)
     return float(right.float().mean())

@@ -471,22 +471,40 @@ class GGSNN(_GraphModel):
         annotations: list[Tensor] | None = None,
     ) -> Tensor:
         """Sum over steps of the output loss (``targets``: ``(num_graphs, K)``, a class or a
-        within-graph node index per step), plus the binary cross-entropy of the predicted
-        annotations against the true ones when both are given."""
-        _, _, _, _, ptr, num_graphs = _graph_args(data)
+        within-graph node index per step, ``-1`` past the end of a shorter sequence), plus
+        the binary cross-entropy of the predicted annotations against the true ones when both
+        are given. Steps past a sequence's end (and the annotations that would feed them)
+        are left out, so that sequences of different lengths train in one batch."""
+        _, _, _, batch, ptr, num_graphs = _graph_args(data)
         if targets.shape != (num_graphs, len(outputs)):
             raise ValueError(
                 f"targets must be (num_graphs, num_steps) = ({num_graphs}, {len(outputs)}), "
                 f"got {tuple(targets.shape)}"
             )
+        valid = targets >= 0
+        if values_known(targets):
+            if bool((targets < -1).any()):
+                raise ValueError("targets must be >= 0, or -1 past the end of a sequence")
+            if not bool(valid[:, 0].all()):
+                raise ValueError(
+                    "target must be a class or node at every graph's first step: -1 marks "
+                    "steps past the end of a sequence, and each has one output at least"
+                )
+            if bool((valid[:, 1:] & ~valid[:, :-1]).any()):
+                raise ValueError(
+                    "targets of -1 must come after a sequence's outputs, not between them"
+                )
         total = outputs[0].new_zeros(())
         for k, out in enumerate(outputs):
+            keep = valid[:, k]
+            if not bool(keep.any()):
+                continue
             if self.task == "graph":
-                target = _class_targets(f"targets[:, {k}]", targets[:, k], self.out_channels,
-                                        num_graphs)  # fmt: skip
-                total = total + F.cross_entropy(out, target)
+                target = _class_targets(f"targets[:, {k}]", targets[keep, k], self.out_channels,
+                                        int(keep.sum()))  # fmt: skip
+                total = total + F.cross_entropy(out[keep], target)
             else:
-                total = total + NodeSelection.loss(out, targets[:, k], ptr)
+                total = total + NodeSelection.loss(out, targets[:, k], ptr, mask=keep)
         if predicted is not None and annotations is not None:
             if len(predicted) != len(annotations):
                 raise ValueError(
@@ -502,5 +520,7 @@ class GGSNN(_GraphModel):
                         f"annotations[{k}] must be {tuple(p.shape)} with values in [0, 1], "
                         "the true annotation probabilities"
                     )
-                total = total + F.binary_cross_entropy(p, a)
+                nodes = valid[:, k + 1][batch] if k + 1 < len(outputs) else valid[:, k][batch]
+                if bool(nodes.any()):
+                    total = total + F.binary_cross_entropy(p[nodes], a[nodes])
         return total

@@ -148,27 +148,41 @@ class NodeSelection(nn.Module):
         _check_graph_index(x.size(0), index, num_graphs, "NodeSelection")
 
     @staticmethod
-    def loss(log_probs: Tensor, target: Tensor, ptr: Tensor) -> Tensor:
+    def loss(
+        log_probs: Tensor, target: Tensor, ptr: Tensor, mask: Optional[Tensor] = None
+    ) -> Tensor:
         """Mean negative log-likelihood of ``target`` (one node per graph, as an index
-        *within* its graph) under ``log_probs``; ``ptr`` are the graphs' node offsets."""
+        *within* its graph) under ``log_probs``; ``ptr`` are the graphs' node offsets.
+        ``mask`` (one boolean per graph) keeps only some graphs: the others' targets are
+        not read (``-1`` past the end of a shorter output sequence, for example)."""
         if not isinstance(target, Tensor):
             raise TypeError(f"target must be a Tensor, got {type(target).__name__}")
         if target.numel() != ptr.numel() - 1:
             raise ValueError(
                 f"target must hold one node per graph ({ptr.numel() - 1}), got {target.numel()}"
             )
-        target = check_index_tensor("target", target.reshape(-1), low=0, high=None)
+        target = target.reshape(-1)
+        starts, counts = ptr[:-1], ptr[1:] - ptr[:-1]
+        graphs = torch.arange(target.numel(), device=target.device)
+        if mask is not None:
+            is_mask = isinstance(mask, Tensor) and mask.dtype == torch.bool
+            if not is_mask or mask.shape != target.shape:
+                raise ValueError(
+                    f"mask must be a bool tensor with one entry per graph, "
+                    f"{tuple(target.shape)}; got {mask!r:.80}"
+                )
+            target, starts, counts, graphs = target[mask], starts[mask], counts[mask], graphs[mask]
+        target = check_index_tensor("target", target, low=0, high=None)
         if target.numel() and values_known(target):
-            counts = ptr[1:] - ptr[:-1]
             beyond = torch.nonzero(target >= counts).flatten()
             if beyond.numel():
-                g = int(beyond[0])
+                i = int(beyond[0])
                 raise ValueError(
-                    f"target must be a node index within its own graph: graph {g} has "
-                    f"{int(counts[g])} nodes, its target is {int(target[g])} (it would read a "
-                    "node of another graph in the batch)"
+                    f"target must be a node index within its own graph: graph "
+                    f"{int(graphs[i])} has {int(counts[i])} nodes, its target is "
+                    f"{int(target[i])} (it would read a node of another graph in the batch)"
                 )
-        return -log_probs[ptr[:-1] + target].mean()
+        return -log_probs[starts + target].mean()
 
     @staticmethod
     def predict(log_probs: Tensor, index: Tensor, num_graphs: int) -> Tensor:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
-import warnings
 import zipfile
 from dataclasses import asdict
 from importlib.metadata import version
@@ -25,6 +24,8 @@ from typing import Any
 import paperports.adapters.cartpole_swingup
 import paperports.adapters.observational_dropout
 import paperports.integrations.sb3
+from paperports.experiments.records import damaged as _damaged
+from paperports.experiments.records import read_record, write_record
 
 __all__ = ["RunCache", "code_fingerprint", "read_record", "write_record"]
 
@@ -131,32 +132,6 @@ class RunCache:
         write_record(path, fields | {"has_agent": agent is not None})
 
 
-def read_record(path: Path) -> dict[str, Any] | None:
-    """The JSON object a finished run wrote to ``path``; ``None`` if there is none, or if
-    the file is damaged (a ``RuntimeWarning`` names it and what is wrong, and the run
-    trains again)."""
-    if not path.exists():
-        return None
-    try:
-        record = json.loads(path.read_text())
-    except (ValueError, UnicodeDecodeError) as err:
-        _damaged(path, f"it does not hold a result ({type(err).__name__}: {err})")
-        return None
-    if not isinstance(record, dict):
-        _damaged(path, f"it does not hold a result (a JSON {type(record).__name__})")
-        return None
-    return record
-
-
-def write_record(path: Path, record: dict[str, Any]) -> None:
-    """Write ``record`` to ``path`` whole or not at all: to a ``.partial`` file first, then
-    renamed into place, so a killed process leaves no half result."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".partial")
-    partial.write_text(json.dumps(record, indent=1))
-    partial.replace(path)
-
-
 _AGENT_PARTS = ("data", "policy.pth", "policy.optimizer.pth")
 """What SB3's ``save`` writes into its zip and its ``load`` reads back."""
 
@@ -172,7 +147,3 @@ def _agent_problem(agent: Path) -> str | None:
     if missing:
         return f"the agent's zip lacks {missing}, which SB3's load needs"
     return None
-
-
-def _damaged(path: Path, problem: str) -> None:
-    warnings.warn(f"{path}: {problem}; the run trains again", RuntimeWarning, stacklevel=3)

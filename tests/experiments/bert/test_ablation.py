@@ -1,0 +1,138 @@
+"""The BERT ablation of pre-training objectives (issue 25, item 1) on toy packages."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from paperports.experiments.bert import ablation
+from paperports.experiments.bert.ablation import (
+    AblationBudget,
+    LeftToRightCollator,
+    causal_mask,
+    span_f1,
+)
+from paperports.integrations.transformers import BertConfig, BertModel
+from paperports.registry import RunContext
+
+WORDS = (
+    "array value index table column window reading sample matrix vector graph node edge "
+    "weight model layer kernel filter signal stream buffer record field entry"
+).split()
+
+
+def _prose(rng: random.Random, sentences: int) -> str:
+    return " ".join(
+        " ".join(rng.choice(WORDS) for _ in range(rng.randint(5, 9))).capitalize() + "."
+        for _ in range(sentences)
+    )
+
+
+@pytest.fixture
+def toy_packages(tmp_path: Path) -> Iterator[tuple[str, str]]:
+    """A pre-training package of prose docstrings and a downstream one of numpy-style
+    docstrings, importable by name."""
+    rng = random.Random(0)
+    corpus = tmp_path / "toy_corpus_pkg"
+    corpus.mkdir()
+    functions = [
+        f'def f{i}():\n    """{_prose(rng, 6)}\n\n    {_prose(rng, 5)}\n    """\n' for i in range(40)
+    ]
+    (corpus / "__init__.py").write_text("\n\n".join(functions))
+    tasks = tmp_path / "toy_tasks_pkg"
+    tasks.mkdir()
+    functions = []
+    for i in range(12):
+        params = "\n".join(
+            f"    {rng.choice(WORDS)}_{k} : int\n        {_prose(rng, 2)}" for k in range(3)
+        )
+        functions.append(
+            f'def g{i}():\n    """{_prose(rng, 1)}\n\n    Parameters\n    ----------\n'
+            f'{params}\n    """\n'
+        )
+    (tasks / "__init__.py").write_text("\n\n".join(functions))
+    sys.path.insert(0, str(tmp_path))
+    yield "toy_corpus_pkg", "toy_tasks_pkg"
+    sys.path.remove(str(tmp_path))
+
+
+def test_causal_mask_lets_each_position_read_the_real_tokens_up_to_it() -> None:
+    mask = causal_mask(torch.tensor([[1, 1, 1], [1, 1, 0]]))
+    assert mask.shape == (2, 1, 3, 3) and mask.dtype == torch.bool
+    assert mask[0, 0].tolist() == [[True, False, False], [True, True, False], [True, True, True]]
+    assert mask[1, 0, 2].tolist() == [True, True, False]  # never the padding
+
+
+def test_the_left_to_right_collator_labels_each_position_with_the_next_token() -> None:
+    batch = LeftToRightCollator(pad_token_id=0)(
+        [
+            {"input_ids": [2, 7, 8, 3], "token_type_ids": [0, 0, 1, 1]},
+            {"input_ids": [2, 9, 3], "token_type_ids": [0, 0, 1]},
+        ]
+    )
+    assert batch["input_ids"].tolist() == [[2, 7, 8, 3], [2, 9, 3, 0]]
+    assert batch["labels"].tolist() == [[7, 8, 3, -100], [9, 3, -100, -100]]
+    assert batch["attention_mask"].shape == (2, 1, 4, 4)
+
+
+def test_a_causal_encoder_does_not_read_ahead_and_a_bidirectional_one_does() -> None:
+    torch.manual_seed(0)
+    encoder = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=2,
+                                   num_attention_heads=2, intermediate_size=64))  # fmt: skip
+    ids = torch.randint(5, 50, (1, 6))
+    later = ids.clone()
+    later[0, 4:] = (later[0, 4:] + 1) % 45 + 5
+    mask, types = torch.ones(1, 6, dtype=torch.long), torch.zeros(1, 6, dtype=torch.long)
+    for causal, changed in ((True, False), (False, True)):
+        head = ablation._Head(encoder, causal, False, 2, per_token=True).eval()
+        a, b = head(ids, types, mask), head(later, types, mask)
+        assert bool((a[0, :4] - b[0, :4]).abs().max() > 1e-6) == changed
+
+
+def test_span_f1_is_squads_token_overlap() -> None:
+    assert span_f1("The values to scale.", "values to scale") == 1.0
+    assert span_f1("values to", "values to scale") == pytest.approx(0.8)
+    assert span_f1("nothing", "values") == 0.0
+
+
+def test_the_ablation_runs_every_variant_resumes_and_reports(
+    toy_packages: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    corpus, tasks = toy_packages
+    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
+    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
+    tiny = AblationBudget(
+        corpus_chars=10**6, pretrain_steps=3, finetune_steps=3, seeds=2, hidden_size=32,
+        num_layers=1, max_length=48, span_length=160, vocab_size=150, batch_size=4,
+        span_examples=24, pair_examples=24,
+    )  # fmt: skip
+    monkeypatch.setattr(ablation, "QUICK", tiny)
+    out = tmp_path / "report"
+    path = ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    results = json.loads((out / "results.json").read_text())["ablation"]
+    assert set(results["scores"]) == set(ablation.VARIANTS)
+    for variant in ablation.VARIANTS:
+        for task in ("span", "pair"):
+            values = results["scores"][variant][task]
+            assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
+    assert results["examples"]["span"][0] > 0 and results["examples"]["pair"][1] > 0
+    text = path.read_text()
+    assert "88.5" in text and "77.8" in text and "left-to-right + BiLSTM" in text
+    # a second run reads every finished fine-tuning back instead of training again
+    monkeypatch.setattr(ablation, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    again = json.loads((out / "results.json").read_text())["ablation"]
+    assert again["scores"] == results["scores"]
+
+
+def test_tasks_from_a_pre_trained_package_are_refused(toy_packages: tuple[str, str]) -> None:
+    corpus, _ = toy_packages
+    budget = AblationBudget(corpus_chars=1000, pretrain_steps=1, finetune_steps=1, seeds=1)
+    with pytest.raises(ValueError, match="pre-trained on"):
+        ablation.corpus_and_tasks(budget, 0, (corpus,), (corpus,))

@@ -21,10 +21,11 @@ from paperports.experiments.bert.ablation import (
 from paperports.integrations.transformers import BertConfig, BertModel
 from paperports.registry import RunContext
 
-WORDS = (
-    "array value index table column window reading sample matrix vector graph node edge "
-    "weight model layer kernel filter signal stream buffer record field entry"
-).split()
+WORDS = [
+    *("array", "value", "index", "table", "column", "window", "reading", "sample"),
+    *("matrix", "vector", "graph", "node", "edge", "weight", "model", "layer"),
+    *("kernel", "filter", "signal", "stream", "buffer", "record", "field", "entry"),
+]
 
 
 def _prose(rng: random.Random, sentences: int) -> str:
@@ -42,7 +43,8 @@ def toy_packages(tmp_path: Path) -> Iterator[tuple[str, str]]:
     corpus = tmp_path / "toy_corpus_pkg"
     corpus.mkdir()
     functions = [
-        f'def f{i}():\n    """{_prose(rng, 6)}\n\n    {_prose(rng, 5)}\n    """\n' for i in range(40)
+        f'def f{i}():\n    """{_prose(rng, 6)}\n\n    {_prose(rng, 5)}\n    """\n'
+        for i in range(40)
     ]
     (corpus / "__init__.py").write_text("\n\n".join(functions))
     tasks = tmp_path / "toy_tasks_pkg"
@@ -122,6 +124,13 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
             values = results["scores"][variant][task]
             assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
     assert results["examples"]["span"][0] > 0 and results["examples"]["pair"][1] > 0
+    pre = results["pretraining"]
+    assert set(pre["mlm_nsp"]) == {
+        "final_loss", "heldout_token_accuracy", "heldout_nsp_accuracy", "nsp_majority",
+    }  # fmt: skip
+    assert 0.5 <= pre["mlm_nsp"]["nsp_majority"] <= 1.0
+    assert set(pre["ltr"]) == {"final_loss", "heldout_token_accuracy"} and pre["none"] == {}
+    assert "next-sentence accuracy" in path.read_text()
     text = path.read_text()
     assert "88.5" in text and "77.8" in text and "left-to-right + BiLSTM" in text
     # a second run reads every finished fine-tuning back instead of training again

@@ -182,16 +182,19 @@ def pretrain_variant(
     budget: AblationBudget,
     seed: int,
     quiet: bool = True,
-) -> tuple[BertModel, float]:
+    heldout: list[dict[str, Any]] | None = None,
+) -> tuple[BertModel, dict[str, float]]:
     """Pre-train one variant's encoder with ``Trainer`` for ``budget.pretrain_steps`` on the
-    same next-sentence ``pairs``; the encoder and the final training loss (``nan`` for
-    ``"none"``, which is not pre-trained)."""
+    same next-sentence ``pairs``; the encoder and its measures: the final training loss
+    and, on the ``heldout`` pairs, the accuracy of its objective's predictions (masked
+    tokens, next tokens, next-sentence labels with the majority answer beside). Nothing
+    for ``"none"``, which is not pre-trained."""
     if variant not in VARIANTS:
         raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
     torch.manual_seed(seed)
     config = _config(tokenizer, budget)
     if variant == "none":
-        return BertModel(config), float("nan")
+        return BertModel(config), {}
     model: nn.Module
     collator: Any
     if variant == "mlm_nsp":
@@ -228,9 +231,46 @@ def pretrain_variant(
         quiet_trainer(trainer, quiet=quiet, desc=f"pre-training {variant}")
         trainer.train()
     losses = [e["loss"] for e in trainer.state.log_history if "loss" in e]
+    measures = {"final_loss": float(losses[-1]) if losses else float("nan")}
+    if heldout:
+        measures |= _heldout_accuracy(variant, model, heldout, tokenizer, seed)
     encoder = model.bert  # type: ignore[union-attr]
     assert isinstance(encoder, BertModel)
-    return encoder, float(losses[-1]) if losses else float("nan")
+    return encoder, measures
+
+
+@torch.no_grad()
+def _heldout_accuracy(
+    variant: str, model: nn.Module, heldout: list[dict[str, Any]], tokenizer: Any, seed: int
+) -> dict[str, float]:
+    """Accuracy of the pre-training predictions on held-out pairs (masks drawn with
+    ``seed``): masked or next tokens; for ``mlm_nsp`` also next-sentence labels."""
+    model.eval()
+    if variant == "ltr":
+        batch = LeftToRightCollator(tokenizer.pad_token_id)(heldout)
+    else:
+        batch = DataCollatorForPreTraining(tokenizer, seed=seed)(heldout)
+    labels = batch["labels"]
+    nsp = batch.pop("next_sentence_label", None) if variant == "mlm_nsp" else None
+    batch.pop("next_sentence_label", None)
+    right, total, nsp_right = 0, 0, 0
+    for i in range(0, labels.size(0), 64):
+        part = {k: v[i : i + 64] for k, v in batch.items() if k != "labels"}
+        out = model(**part)
+        logits = out.prediction_logits if variant == "mlm_nsp" else out.logits
+        chosen = labels[i : i + 64] != -100
+        right += int((logits.argmax(-1)[chosen] == labels[i : i + 64][chosen]).sum())
+        total += int(chosen.sum())
+        if nsp is not None:
+            nsp_right += int((out.seq_relationship_logits.argmax(-1) == nsp[i : i + 64]).sum())
+    result = {"heldout_token_accuracy": right / max(total, 1)}
+    if nsp is not None:
+        share = float(nsp.float().mean())
+        result |= {
+            "heldout_nsp_accuracy": nsp_right / nsp.numel(),
+            "nsp_majority": max(share, 1 - share),
+        }
+    return result
 
 
 # ---------------------------------------------------------------------------- fine-tuning
@@ -436,15 +476,24 @@ def corpus_and_tasks(
     seed: int,
     pretrain_packages: Sequence[str] = PRETRAIN_PACKAGES,
     downstream_packages: Sequence[str] = DOWNSTREAM_PACKAGES,
-) -> tuple[Any, list[dict[str, Any]], dict[str, tuple[list[dict[str, Any]], list[dict[str, Any]]]]]:
-    """The tokenizer, the next-sentence pairs of the pre-training corpus, and each task's
-    train / test examples (split by docstring, 80 / 20, capped by the budget)."""
+) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
+    """The tokenizer, the next-sentence pairs of the pre-training corpus (95% of its
+    documents) and up to 1,000 held-out pairs (the other 5%), and each task's train / test
+    examples (split by docstring, 80 / 20, capped by the budget)."""
     overlap = set(pretrain_packages) & set(downstream_packages)
     if overlap:
         raise ValueError(f"the downstream tasks' packages {sorted(overlap)} are pre-trained on")
     documents = package_documents(pretrain_packages, max_chars=budget.corpus_chars)
     tokenizer = train_wordpiece(documents, vocab_size=budget.vocab_size)
+    cut = max(2, len(documents) // 20)  # 5% of the documents: held-out pairs
+    order = list(range(len(documents)))
+    random.Random(seed).shuffle(order)
+    held_docs = [documents[i] for i in order[:cut]]
+    documents = [documents[i] for i in order[cut:]]
     pairs = make_next_sentence_pairs(documents, tokenizer, max_length=budget.max_length, seed=seed)
+    heldout = make_next_sentence_pairs(
+        held_docs, tokenizer, max_length=budget.max_length, seed=seed + 1
+    )[:1000]
     tasks = {}
     for task, examples, cap in (
         ("span", span_examples(downstream_packages), budget.span_examples),
@@ -460,7 +509,7 @@ def corpus_and_tasks(
             rng.sample(train, min(cap, len(train))),
             rng.sample(test, min(cap // 4, len(test))),
         )
-    return tokenizer, pairs, tasks
+    return tokenizer, pairs, heldout, tasks
 
 
 FULL = AblationBudget(corpus_chars=20_000_000, pretrain_steps=3000, finetune_steps=600, seeds=3)
@@ -494,11 +543,11 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
     key = _fingerprint(budget, ctx.seed)
     runs = ctx.out / "runs"
     ctx.log("bert ablation: reading the corpus and building the tasks ...")
-    tokenizer, pairs, tasks = corpus_and_tasks(
+    tokenizer, pairs, heldout, tasks = corpus_and_tasks(
         budget, ctx.seed, PRETRAIN_PACKAGES, DOWNSTREAM_PACKAGES
     )
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in TASKS} for v in VARIANTS}
-    losses: dict[str, float] = {}
+    measures: dict[str, dict[str, float]] = {}
     encoders: dict[str, BertModel] = {}
     seeds = [ctx.seed + k for k in range(budget.seeds)]
     jobs = [(v, t, s) for v in VARIANTS for t in TASKS for s in seeds]
@@ -508,15 +557,15 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
         if record is None:
             source = "ltr" if variant == "ltr_bilstm" else variant
             if source not in encoders:
-                encoders[source], losses[source] = pretrain_variant(
-                    source, pairs, tokenizer, budget, ctx.seed, quiet=ctx.quiet
+                encoders[source], measures[source] = pretrain_variant(
+                    source, pairs, tokenizer, budget, ctx.seed, quiet=ctx.quiet, heldout=heldout
                 )
             train, test = tasks[task]
             score = finetune(encoders[source], variant, task, train, test, tokenizer, budget, seed)
-            record = {"score": score, "pretrain_loss": losses[source]}
+            record = {"score": score, "pretraining": measures[source]}
             write_record(path, record)
         scores[variant][task].append(float(record["score"]))
-        losses.setdefault(variant, float(record["pretrain_loss"]))
+        measures.setdefault(variant, dict(record["pretraining"]))
     return {
         "budget": asdict(budget),
         "seeds": seeds,
@@ -525,7 +574,7 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
         "pretraining_pairs": len(pairs),
         "examples": {t: [len(tasks[t][0]), len(tasks[t][1])] for t in TASKS},
         "scores": scores,
-        "final_pretraining_loss": {v: losses.get(v, float("nan")) for v in VARIANTS},
+        "pretraining": {v: measures.get(v, {}) for v in VARIANTS},
         "paper": PAPER_TABLE5,
     }
 
@@ -568,6 +617,20 @@ def write_ablation(report: Report, results: dict[str, Any], quick: bool) -> None
         )
     headers = ["pre-training", "span F1 (ours)", "SQuAD F1 (paper)"]
     report.table([*headers, "pairs acc. (ours)", "MRPC acc. (paper)"], rows)
+    pre = results["pretraining"]
+    nsp = pre["mlm_nsp"]
+    if "heldout_nsp_accuracy" in nsp:
+        learned = nsp["heldout_nsp_accuracy"] > nsp["nsp_majority"] + 0.02
+        report.text(
+            "Pre-training, on held-out pairs: masked-token accuracy "
+            f"{100 * nsp['heldout_token_accuracy']:.1f}% (MLM + NSP), "
+            f"{100 * pre['mlm'].get('heldout_token_accuracy', float('nan')):.1f}% (MLM only); "
+            "next-token accuracy of the left-to-right LM "
+            f"{100 * pre['ltr'].get('heldout_token_accuracy', float('nan')):.1f}%; "
+            f"next-sentence accuracy {100 * nsp['heldout_nsp_accuracy']:.1f}% against "
+            f"{100 * nsp['nsp_majority']:.1f}% for the majority answer: "
+            + ("learned." if learned else "**not learned** above the majority answer.")
+        )
     mean = {v: {t: float(np.mean(scores[v][t])) for t in TASKS} for v in VARIANTS}
     spread = {v: {t: float(np.std(scores[v][t])) for t in TASKS} for v in VARIANTS}
     gaps = {t: mean["mlm_nsp"][t] - mean["ltr"][t] for t in TASKS}

@@ -413,6 +413,7 @@ class Description:
 
 def describe(heap: Heap, variables: Sequence[str] = VARIABLES) -> Description:
     """The formula of ``heap`` (existentials named in canonical order), computed exactly.
+    A variable of ``variables`` that the heap does not bind is null (``none``).
 
     Raises:
         ValueError: the heap is outside the grammar: a variable not in ``variables``, two

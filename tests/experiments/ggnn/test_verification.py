@@ -77,6 +77,25 @@ def test_training_lowers_each_components_loss_and_prediction_follows_algorithm_1
     assert set(steps) == set(COMPONENTS) and steps["end"] > 0.8
 
 
+def test_batch_prediction_gives_one_formula_per_group_of_snapshots() -> None:
+    """The paper's section 7.4: heaps of one group (one program's snapshots) get one
+    formula; groups of one heap each are the single-heap prediction."""
+    formulas = enumerate_formulas()
+    torch.manual_seed(0)
+    model = FormulaPredictor(num_layers=3)
+    model.fit(_heaps(formulas[::4], 2, seed=0), 40, seed=0)
+    heaps = _heaps(formulas[1:60:6], 3, seed=2)  # 3 consecutive heaps per formula
+    groups = [i // 3 for i in range(len(heaps))]
+    batched = [f.canonical() for f in model.predict(heaps, groups=groups)]
+    for g in range(len(heaps) // 3):
+        assert len(set(batched[3 * g : 3 * g + 3])) == 1
+    single = [f.canonical() for f in model.predict(heaps)]
+    alone = [f.canonical() for f in model.predict(heaps, groups=list(range(len(heaps))))]
+    assert alone == single
+    with pytest.raises(ValueError, match="one id per heap"):
+        model.predict(heaps, groups=[0])
+
+
 def test_prediction_of_a_heap_without_lists_reads_each_variable() -> None:
     model = FormulaPredictor(num_layers=2)
     rng = random.Random(0)
@@ -111,6 +130,7 @@ def test_the_quick_reproduction_reports_both_layers_beside_the_paper(tmp_path, m
     run = results["runs"]["ours"][0]
     assert run["formulas"] == [253, 85, 85] and run["heaps"] == [506, 85, 85]
     assert 0.0 <= run["test"] <= 1.0 and set(run["steps"]) == set(COMPONENTS)
+    assert 0.0 <= run["test_batch"] <= 1.0 and 0.0 <= run["longer_batch"] <= 1.0
     text = path.read_text()
     assert "89.96" in text and "89.11" in text and "PyG GatedGraphConv" in text
 

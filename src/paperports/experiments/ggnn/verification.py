@@ -220,22 +220,47 @@ class FormulaPredictor(nn.Module):
     # ------------------------------------------------------------------ prediction
 
     @torch.no_grad()
-    def predict(self, heaps: Sequence[Heap], max_existentials: int = 4) -> list[Formula]:
+    def predict(
+        self,
+        heaps: Sequence[Heap],
+        max_existentials: int = 4,
+        groups: Sequence[int] | None = None,
+    ) -> list[Formula]:
         """Algorithm 1 on every heap at once, with the predicted annotations: the formula of
-        each heap (existentials named ``t1, t2, …`` in the order they were picked)."""
+        each heap (existentials named ``t1, t2, …`` in the order they were picked).
+
+        ``groups`` (one id per heap) turns on the paper's batch prediction (section 7.4):
+        heaps of one group are snapshots of one program and get one formula. Each step's
+        graph-level classes add their log-probabilities over the group; a list's end is the
+        name (program variable, existential or null) whose nodes score highest summed over
+        the group; the cell picked for an existential, and the cells an atom covers, are
+        each heap's own."""
         self.eval()
         named_c, active_c, visited_c = (
             self.channels.index(c) for c in ("is_named", "active", "visited")
         )
-        graphs = [_example(h.edges(), initial_annotations(h, self.variables)) for h in heaps]
-        if not graphs:
+        if not heaps:
             return []
-        batch = Batch.from_data_list(graphs)
+        if groups is None:
+            groups = range(len(heaps))
+        if len(groups) != len(heaps):
+            raise ValueError(f"groups must hold one id per heap ({len(heaps)}), got {len(groups)}")
+        ids = {g: k for k, g in enumerate(dict.fromkeys(groups))}
+        group = torch.tensor([ids[g] for g in groups])
+        num_groups = len(ids)
+
+        def decide(logits: Tensor) -> Tensor:
+            """The class each graph's group chooses: summed log-probabilities."""
+            total = scatter(logits.log_softmax(-1), group, dim=0, dim_size=num_groups)
+            chosen: Tensor = total.argmax(-1)[group]
+            return chosen
+
+        batch = Batch.from_data_list([heap_graph(h, self.variables) for h in heaps])
         ptr, n = batch.ptr, batch.num_graphs
         existentials: list[list[int]] = [[] for _ in heaps]  # nodes, in batch numbering
         searching = torch.ones(n, dtype=torch.bool)
         for _ in range(max_existentials):
-            more = self._run("exists", batch).argmax(-1).bool() & searching
+            more = decide(self._run("exists", batch)).bool() & searching
             searching = more
             if not bool(more.any()):
                 break
@@ -249,23 +274,28 @@ class FormulaPredictor(nn.Module):
             + [(f"t{k + 1}", node) for k, node in enumerate(existentials[g])]
             for g, h in enumerate(heaps)
         ]
-        names = [{node: name for name, node in r[::-1]} for r in roots]
-        for g, h in enumerate(heaps):
-            names[g][int(ptr[g]) + h.null] = NULL
+        candidates = [
+            _names_of_nodes(r, int(ptr[g]) + h.null)
+            for g, (r, h) in enumerate(zip(roots, heaps, strict=True))
+        ]
         atoms: list[list[Atom]] = [[] for _ in heaps]
         for i in range(max(len(r) for r in roots)):
             here = [g for g in range(n) if i < len(roots[g])]
             batch.x[:, active_c] = 0
             for g in here:
                 batch.x[roots[g][i][1], active_c] = 1
-            predicate = self._run("predicate", batch).argmax(-1)
-            end = _argmax_per_graph(
-                self._run("end", batch), batch.batch, n, batch.x[:, named_c] > 0
-            )
+            predicate = decide(self._run("predicate", batch))
+            end_scores = self._run("end", batch)
+            totals: dict[int, dict[str, float]] = {}
+            for g in here:
+                scores = totals.setdefault(int(group[g]), {})
+                for cell, name in candidates[g]:
+                    scores[name] = scores.get(name, 0.0) + float(end_scores[cell])
             covered = self._run("covered", batch).squeeze(-1) > 0
             for g in here:
                 name, kind = roots[g][i][0], PREDICATES[int(predicate[g])]
-                last = names[g].get(int(end[g]), NULL) if kind == "ls" else None
+                scores = totals[int(group[g])]
+                last = max(scores, key=lambda t: scores[t]) if kind == "ls" else None
                 atoms[g].append(Atom(kind, name, last))
             in_here = torch.zeros(n, dtype=torch.bool)
             in_here[here] = True
@@ -275,6 +305,15 @@ class FormulaPredictor(nn.Module):
             Formula(tuple(f"t{k + 1}" for k in range(len(existentials[g]))), tuple(atoms[g]))
             for g in range(n)
         ]
+
+
+def _names_of_nodes(roots: list[tuple[str, int]], null: int) -> list[tuple[int, str]]:
+    """Each named node once with its name: ``null`` for the null node (also where a
+    variable is null), else the first variable or existential on it."""
+    names: dict[int, str] = {}
+    for name, node in [*reversed(roots), (NULL, null)]:
+        names[node] = name  # the earlier names, and null, overwrite
+    return list(names.items())
 
 
 def _argmax_per_graph(

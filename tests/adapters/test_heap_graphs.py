@@ -81,6 +81,8 @@ def test_heap_from_cells_refuses_what_the_parser_refuses() -> None:
         heap_from_cells({16: {"down": 0}}, {"x": 16})
     with pytest.raises(TypeError, match="address"):
         heap_from_cells({16: {"next": "0x20"}}, {"x": 16})  # type: ignore[dict-item]
+    with pytest.raises(TypeError, match="keyed by addresses"):
+        heap_from_cells({"0x10": {"next": None}}, {"x": 16})  # type: ignore[dict-item]
 
 
 @pytest.mark.parametrize(

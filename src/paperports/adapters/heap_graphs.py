@@ -242,6 +242,9 @@ def heap_from_cells(
     """
     if not isinstance(cells, Mapping) or not isinstance(variables, Mapping):
         raise TypeError("cells and variables must be mappings (address -> fields, name -> address)")
+    bad = [a for a in cells if not isinstance(a, int) or isinstance(a, bool)]
+    if bad:
+        raise TypeError(f"cells must be keyed by addresses (int), got {bad[0]!r}")
     if null in cells:
         raise ValueError(f"address {hex(null)} is null and cannot be an allocated cell")
     addresses = sorted(cells)

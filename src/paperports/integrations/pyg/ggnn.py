@@ -520,7 +520,7 @@ class GGSNN(_GraphModel):
                         f"annotations[{k}] must be {tuple(p.shape)} with values in [0, 1], "
                         "the true annotation probabilities"
                     )
-                nodes = valid[:, k + 1][batch] if k + 1 < len(outputs) else valid[:, k][batch]
+                nodes = valid[:, k + 1][batch]  # X^(k+2) feeds output k + 1
                 if bool(nodes.any()):
                     total = total + F.binary_cross_entropy(p[nodes], a[nodes])
         return total

@@ -112,6 +112,8 @@ def test_ggsnn_loss_leaves_out_steps_past_a_shorter_sequences_end() -> None:
         model.loss(outputs, torch.tensor([[1, 2, 3], [2, -2, -1]]), batch)
     with pytest.raises(ValueError, match="not between them"):
         model.loss(outputs, torch.tensor([[1, 2, 3], [2, -1, 3]]), batch)
+    with pytest.raises(ValueError, match="one fewer than the 3 outputs"):
+        model.loss(outputs, targets, batch, predicted + predicted[:1], truth + truth[:1])
     graph_model = GGSNN(1, 6, 2, task="graph", out_channels=4)
     outputs, _ = graph_model(batch, num_steps=2)
     loss = graph_model.loss(outputs, torch.tensor([[1, 3], [2, -1]]), batch)

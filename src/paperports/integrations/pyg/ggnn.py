@@ -506,10 +506,11 @@ class GGSNN(_GraphModel):
             else:
                 total = total + NodeSelection.loss(out, targets[:, k], ptr, mask=keep)
         if predicted is not None and annotations is not None:
-            if len(predicted) != len(annotations):
+            if len(predicted) != len(annotations) or len(predicted) != len(outputs) - 1:
                 raise ValueError(
-                    f"predicted and annotations must be as long: {len(predicted)} predicted "
-                    f"annotations, {len(annotations)} true ones"
+                    f"predicted and annotations must hold one fewer than the {len(outputs)} "
+                    f"outputs (X^(2)..X^(K)): {len(predicted)} predicted annotations, "
+                    f"{len(annotations)} true ones"
                 )
             for k, (p, a) in enumerate(zip(predicted, annotations, strict=True)):
                 a = a.to(p.dtype)

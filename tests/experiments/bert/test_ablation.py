@@ -138,6 +138,15 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
     ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     again = json.loads((out / "results.json").read_text())["ablation"]
     assert again["scores"] == results["scores"]
+    # with the fine-tunings gone, the saved encoders are read back, not pre-trained again
+    for record in (out / "runs").glob("*_span_*.json"):
+        record.unlink()
+    monkeypatch.setattr(ablation, "finetune", lambda *a, **k: 0.5)
+    monkeypatch.setattr(ablation, "pretrain_variant", lambda *a, **k: pytest.fail("pre-trained"))
+    ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    third = json.loads((out / "results.json").read_text())["ablation"]
+    assert third["scores"]["mlm"]["span"] == [0.5, 0.5]
+    assert third["pretraining"]["mlm_nsp"] == pre["mlm_nsp"]
 
 
 def test_tasks_from_a_pre_trained_package_are_refused(toy_packages: tuple[str, str]) -> None:

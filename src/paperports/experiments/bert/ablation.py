@@ -50,7 +50,7 @@ from paperports.adapters.bert_pretraining import (
 from paperports.adapters.docstring_tasks import DOWNSTREAM_PACKAGES, pair_examples, span_examples
 from paperports.adapters.text_corpus import package_documents
 from paperports.experiments import experiment_main
-from paperports.experiments.records import read_record, write_record
+from paperports.experiments.records import damaged, read_record, write_record
 from paperports.experiments.trainer_runs import quiet_trainer, quiet_transformers
 from paperports.integrations.transformers import (
     BertConfig,
@@ -557,9 +557,10 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
         if record is None:
             source = "ltr" if variant == "ltr_bilstm" else variant
             if source not in encoders:
-                encoders[source], measures[source] = pretrain_variant(
-                    source, pairs, tokenizer, budget, ctx.seed, quiet=ctx.quiet, heldout=heldout
-                )
+                encoders[source], measures[source] = _pretrained(
+                    source, runs / f"pretrained_{source}_{key}", pairs, heldout, tokenizer,
+                    budget, ctx,
+                )  # fmt: skip
             train, test = tasks[task]
             score = finetune(encoders[source], variant, task, train, test, tokenizer, budget, seed)
             record = {"score": score, "pretraining": measures[source]}
@@ -577,6 +578,39 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
         "pretraining": {v: measures.get(v, {}) for v in VARIANTS},
         "paper": PAPER_TABLE5,
     }
+
+
+def _pretrained(
+    variant: str,
+    stem: Path,
+    pairs: list[dict[str, Any]],
+    heldout: list[dict[str, Any]],
+    tokenizer: Any,
+    budget: AblationBudget,
+    ctx: RunContext,
+) -> tuple[BertModel, dict[str, float]]:
+    """The variant's pre-trained encoder: read back from ``stem`` (``.pt`` weights, ``.json``
+    measures) when a stopped run left it there, else pre-trained and saved, so that a
+    resumed ablation does not pre-train again."""
+    weights, record = stem.with_suffix(".pt"), read_record(stem.with_suffix(".json"))
+    if record is not None and weights.is_file():
+        try:
+            state = torch.load(weights, map_location="cpu", weights_only=True)
+            pooled = "pooler.dense.weight" in state  # pre-trained with NSP
+            encoder = BertModel(_config(tokenizer, budget), add_pooling_layer=pooled)
+            encoder.load_state_dict(state)
+            return encoder, {k: float(v) for k, v in record.items()}
+        except (RuntimeError, OSError, ValueError) as err:
+            damaged(weights, f"its weights do not load ({type(err).__name__}: {err})")
+    encoder, measures = pretrain_variant(
+        variant, pairs, tokenizer, budget, ctx.seed, quiet=ctx.quiet, heldout=heldout
+    )
+    weights.parent.mkdir(parents=True, exist_ok=True)
+    partial = weights.with_name(weights.name + ".partial")
+    torch.save(encoder.state_dict(), partial)
+    partial.replace(weights)
+    write_record(stem.with_suffix(".json"), measures)
+    return encoder, measures
 
 
 def _cell(values: Sequence[float]) -> str:

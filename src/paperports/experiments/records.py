@@ -1,19 +1,35 @@
 """Finished runs' records on disk, read and written one way for every experiment.
 
 A long reproduction keeps each finished run's measurements as a JSON file, so that a
-reproduction that stops starts again where it was. :func:`write_record` writes a record
+reproduction that stops starts again where it was; the file names carry a hash of the code
+the runs depend on, taken with :func:`code_text` so that rewording a docstring or a comment
+keeps the finished runs. :func:`write_record` writes a record
 whole or not at all; :func:`read_record` treats a damaged file as missing, with a warning
 that names it, so the run trains again instead of the reproduction stopping.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import warnings
 from pathlib import Path
 from typing import Any
 
-__all__ = ["damaged", "read_record", "write_record"]
+__all__ = ["code_text", "damaged", "read_record", "write_record"]
+
+
+def code_text(source: str) -> str:
+    """``source``'s syntax tree without its docstrings (comments, line numbers and layout
+    are not in the tree either): what runs, not how it is worded or formatted."""
+    tree = ast.parse(source)
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        first = node.body[0] if node.body else None
+        if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
+            node.body = node.body[1:] or [ast.Pass()]
+    return ast.dump(tree)
 
 
 def damaged(path: Path, problem: str) -> None:

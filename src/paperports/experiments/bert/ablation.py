@@ -50,7 +50,7 @@ from paperports.adapters.bert_pretraining import (
 from paperports.adapters.docstring_tasks import DOWNSTREAM_PACKAGES, pair_examples, span_examples
 from paperports.adapters.text_corpus import package_documents
 from paperports.experiments import experiment_main
-from paperports.experiments.records import damaged, read_record, write_record
+from paperports.experiments.records import code_text, damaged, read_record, write_record
 from paperports.experiments.trainer_runs import quiet_trainer, quiet_transformers
 from paperports.integrations.transformers import (
     BertConfig,
@@ -524,15 +524,16 @@ PAPER_COLUMN = {"span": "SQuAD F1", "pair": "MRPC"}
 
 
 def _fingerprint(budget: AblationBudget, seed: int) -> str:
-    """The budget, the seed and the code the runs depend on: editing any starts afresh."""
+    """The budget, the seed and the code the runs depend on (as :func:`code_text` reads it:
+    what runs, not its docstrings or comments): changing any starts afresh."""
     digest = hashlib.sha256(json.dumps([asdict(budget), seed], sort_keys=True).encode())
     for module in (
         paperports.adapters.text_corpus,
         paperports.adapters.docstring_tasks,
         paperports.adapters.bert_pretraining,
     ):
-        digest.update(Path(str(module.__file__)).read_bytes())
-    digest.update(Path(__file__).read_bytes())
+        digest.update(code_text(Path(str(module.__file__)).read_text()).encode())
+    digest.update(code_text(Path(__file__).read_text()).encode())
     return digest.hexdigest()[:12]
 
 

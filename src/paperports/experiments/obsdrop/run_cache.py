@@ -12,7 +12,6 @@ mixing old results with new ones.
 
 from __future__ import annotations
 
-import ast
 import hashlib
 import json
 import zipfile
@@ -24,6 +23,7 @@ from typing import Any
 import paperports.adapters.cartpole_swingup
 import paperports.adapters.observational_dropout
 import paperports.integrations.sb3
+from paperports.experiments.records import code_text as _code
 from paperports.experiments.records import damaged as _damaged
 from paperports.experiments.records import read_record, write_record
 
@@ -31,19 +31,6 @@ __all__ = ["RunCache", "code_fingerprint", "read_record", "write_record"]
 
 # The libraries whose numerics the results depend on.
 _LIBRARIES = ("torch", "numpy", "gymnasium", "stable-baselines3", "sb3-contrib")
-
-
-def _code(source: str) -> str:
-    """``source``'s syntax tree without its docstrings (comments, line numbers and layout
-    are not in the tree either): what runs, not how it is worded or formatted."""
-    tree = ast.parse(source)
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
-            continue
-        first = node.body[0] if node.body else None
-        if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
-            node.body = node.body[1:] or [ast.Pass()]
-    return ast.dump(tree)
 
 
 def code_fingerprint(

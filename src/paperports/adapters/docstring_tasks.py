@@ -19,6 +19,7 @@ docstring.
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -96,7 +97,10 @@ class _Doc:
     parameters: list[Parameter]
 
 
-def _documented(packages: Sequence[str], min_parameters: int) -> list[_Doc]:
+@functools.lru_cache(maxsize=8)
+def _documented(packages: tuple[str, ...], min_parameters: int) -> tuple[_Doc, ...]:
+    """The docstrings with ``min_parameters`` described parameters or more: read once per
+    process for both tasks (the ablation builds both from the same packages)."""
     docs = []
     for package in packages:
         for name, text in docstrings(package):
@@ -107,7 +111,7 @@ def _documented(packages: Sequence[str], min_parameters: int) -> list[_Doc]:
             summary = " ".join(text.strip().split("\n\n", 1)[0].split())
             if len(params) >= min_parameters and len(summary.split()) >= 3:
                 docs.append(_Doc(name, summary, params))
-    return docs
+    return tuple(docs)
 
 
 def span_examples(
@@ -123,7 +127,7 @@ def span_examples(
     min_parameters = check_int("min_parameters", min_parameters, minimum=1, who=who)
     max_context_chars = check_int("max_context_chars", max_context_chars, minimum=1, who=who)
     examples: list[dict[str, object]] = []
-    for doc in _documented(packages, min_parameters):
+    for doc in _documented(tuple(packages), min_parameters):
         parts, starts = [], []
         offset = 0
         for p in doc.parameters:
@@ -156,7 +160,7 @@ def pair_examples(
     """Sentence pairs ``{"docstring", "summary", "description", "label"}``: for every
     documented parameter, its function's summary line with its own description (label 1)
     and, drawn with ``seed``, with another docstring's (label 0)."""
-    docs = _documented(packages, min_parameters)
+    docs = _documented(tuple(packages), min_parameters)
     if len(docs) < 2:
         raise ValueError(f"fewer than two numpy-style docstrings in {list(packages)}")
     rng = random.Random(seed)

@@ -12,7 +12,7 @@ import torch
 import transformers
 
 from paperports import cli
-from paperports.adapters import babi, heap_graphs
+from paperports.adapters import babi, docstring_tasks, heap_graphs, text_corpus
 from paperports.adapters.bert_pretraining import (
     DataCollatorForPreTraining,
     make_next_sentence_pairs,
@@ -275,6 +275,16 @@ VALUES = [
         lambda: heap_graphs.describe(heap_graphs.parse_heap("0x10: next=0 left=0\nx = 0x10")),
         "0x10",
         "list cell",
+    ),
+    case(
+        "pair_examples min_parameters=0",
+        lambda: docstring_tasks.pair_examples(["json"], min_parameters=0),
+        "min_parameters",
+    ),
+    case(
+        "package_documents max_chars=0",
+        lambda: text_corpus.package_documents(["json"], max_chars=0),
+        "max_chars",
     ),
     case(
         "LogitsModel output without logits", lambda: LogitsModel(_Words())(torch.ones(1)), "logits"

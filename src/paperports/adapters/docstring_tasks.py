@@ -160,6 +160,7 @@ def pair_examples(
     """Sentence pairs ``{"docstring", "summary", "description", "label"}``: for every
     documented parameter, its function's summary line with its own description (label 1)
     and, drawn with ``seed``, with another docstring's (label 0)."""
+    min_parameters = check_int("min_parameters", min_parameters, minimum=1, who="pair_examples")
     docs = _documented(tuple(packages), min_parameters)
     if len(docs) < 2:
         raise ValueError(f"fewer than two numpy-style docstrings in {list(packages)}")

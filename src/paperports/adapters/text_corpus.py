@@ -184,6 +184,8 @@ def package_documents(
         ValueError: a package that is not installed, or no document at all.
     """
     min_sentences = check_int("min_sentences", min_sentences, minimum=1, who="package_documents")
+    if max_chars is not None:
+        max_chars = check_int("max_chars", max_chars, minimum=1, who="package_documents")
     if isinstance(packages, str):
         raise TypeError("packages must be a list of package names, not one string")
     documents: list[list[str]] = []

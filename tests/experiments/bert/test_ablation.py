@@ -97,6 +97,16 @@ def test_a_causal_encoder_does_not_read_ahead_and_a_bidirectional_one_does() -> 
         assert bool((a[0, :4] - b[0, :4]).abs().max() > 1e-6) == changed
 
 
+def test_finetune_refuses_an_unknown_variant_or_task() -> None:
+    encoder = BertModel(BertConfig(vocab_size=50, hidden_size=32, num_hidden_layers=1,
+                                   num_attention_heads=2, intermediate_size=64))  # fmt: skip
+    budget = AblationBudget(corpus_chars=1, pretrain_steps=1, finetune_steps=1, seeds=1)
+    with pytest.raises(ValueError, match="variant must be one of"):
+        ablation.finetune(encoder, "gpt", "span", [], [], None, budget, 0)
+    with pytest.raises(ValueError, match="task must be"):
+        ablation.finetune(encoder, "mlm", "squad", [], [], None, budget, 0)
+
+
 def test_span_f1_is_squads_token_overlap() -> None:
     assert span_f1("The values to scale.", "values to scale") == 1.0
     assert span_f1("values to", "values to scale") == pytest.approx(0.8)

@@ -94,6 +94,11 @@ def test_batch_prediction_gives_one_formula_per_group_of_snapshots() -> None:
     assert alone == single
     with pytest.raises(ValueError, match="one id per heap"):
         model.predict(heaps, groups=[0])
+    with pytest.raises(ValueError, match="max_existentials"):
+        model.predict(heaps, max_existentials=-1)
+    for bad in ({"updates": 0}, {"updates": 5, "batch_size": 0}, {"updates": 5, "lr": 0.0}):
+        with pytest.raises(ValueError, match=next(iter(bad.keys() - {"updates"}), "updates")):
+            model.fit(heaps, **bad)  # type: ignore[arg-type]
 
 
 def test_prediction_of_a_heap_without_lists_reads_each_variable() -> None:

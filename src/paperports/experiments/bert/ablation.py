@@ -409,6 +409,8 @@ def finetune(
 
     if task not in ("span", "pair"):
         raise ValueError(f"task must be 'span' or 'pair', got {task!r}")
+    if variant not in VARIANTS:  # the variant decides causal attention and the BiLSTM
+        raise ValueError(f"variant must be one of {list(VARIANTS)}, got {variant!r}")
     torch.manual_seed(seed)
     causal = variant in ("ltr", "ltr_bilstm")
     head = _Head(

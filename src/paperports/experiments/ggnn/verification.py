@@ -36,6 +36,7 @@ from torch import Tensor, nn
 from torch_geometric.data import Batch, Data
 from torch_geometric.utils import scatter
 
+from paperports._checks import check_float, check_int
 from paperports.adapters.heap_graphs import (
     FIELDS,
     NULL,
@@ -173,6 +174,10 @@ class FormulaPredictor(nn.Module):
         """Train each component for ``updates`` Adam steps on minibatches of ``batch_size``
         of its examples from ``heaps`` (graph-level classes balanced within a minibatch);
         the losses per component."""
+        who = "FormulaPredictor.fit"
+        updates = check_int("updates", updates, minimum=1, who=who)
+        batch_size = check_int("batch_size", batch_size, minimum=1, who=who)
+        lr = check_float("lr", lr, minimum=0.0, open_low=True, who=who)
         rng = random.Random(seed)
         torch.manual_seed(seed)
         examples = self.examples(heaps)
@@ -238,6 +243,9 @@ class FormulaPredictor(nn.Module):
         self.eval()
         named_c, active_c, visited_c = (
             self.channels.index(c) for c in ("is_named", "active", "visited")
+        )
+        max_existentials = check_int(
+            "max_existentials", max_existentials, minimum=0, who="FormulaPredictor.predict"
         )
         if not heaps:
             return []

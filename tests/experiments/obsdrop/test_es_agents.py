@@ -27,6 +27,6 @@ def test_a_damaged_measurement_is_measured_again(tmp_path: Path) -> None:
     first = es_agent(1.0, 0, budget, tmp_path)
     (done,) = tmp_path.glob("*.json")
     done.write_text('{"p": 1.0, "ret')
-    with pytest.warns(UserWarning, match="cannot be read"):
+    with pytest.warns(RuntimeWarning, match="does not hold a result"):
         again = es_agent(1.0, 0, budget, tmp_path)
     assert again["return"] == first["return"]  # the same search, from its checkpoint

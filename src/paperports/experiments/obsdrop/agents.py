@@ -31,6 +31,7 @@ from paperports.adapters.cartpole_swingup import (
     draw_cartpole,
     observation,
 )
+from paperports.experiments import one_torch_thread
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -356,12 +357,8 @@ def run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dic
     caller's count is restored after): the networks are tiny, so a second thread only slows
     training (the quick budget took about 11 minutes on two threads, 4.5 on one). Seeds
     derive from ``run.seed`` only, so the result does not depend on which process runs it."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
+    with one_torch_thread():
         return _run_agent(run, steps, dream_steps, episodes)
-    finally:
-        torch.set_num_threads(threads)
 
 
 def _run_agent(run: AgentRun, steps: int, dream_steps: int, episodes: int) -> dict[str, Any]:

@@ -7,9 +7,7 @@ trains and measures them and nothing else: rewording the report keeps the finish
 
 from __future__ import annotations
 
-import json
 import time
-import warnings
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -30,6 +28,7 @@ from paperports.experiments.obsdrop.agents import (
     prediction_error,
 )
 from paperports.experiments.obsdrop.run_cache import code_fingerprint
+from paperports.experiments.records import read_record, write_record
 from paperports.integrations.sb3 import (
     ObservationalDropoutPolicy,
     ObservationalDropoutWrapper,
@@ -84,14 +83,9 @@ def es_agent(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any
     runs.mkdir(parents=True, exist_ok=True)
     name = f"es_{p}_{seed}_{es_fingerprint()}"
     done = runs / f"{name}.json"
-    if done.exists():
-        try:
-            saved: dict[str, Any] = json.loads(done.read_text())
-        except ValueError as err:  # a truncated file: measure again, and say so
-            warnings.warn(f"{done} cannot be read ({err}); measuring again", stacklevel=2)
-            saved = {}
-        if saved.get("budget") == budget.as_dict():
-            return saved
+    saved = read_record(done)  # a damaged record is named in a warning and measured again
+    if saved is not None and saved.get("budget") == budget.as_dict():
+        return saved
     torch.manual_seed(seed)
     model = RecurrentPPO(
         ObservationalDropoutPolicy, _wrapped(p), seed=seed, device="cpu", policy_kwargs=ES_POLICY
@@ -121,7 +115,5 @@ def es_agent(p: float, seed: int, budget: EsBudget, runs: Path) -> dict[str, Any
         "train_seconds_this_session": seconds,
     }
     model.save(runs / f"{name}.zip")
-    partial = done.with_name(done.name + ".partial")
-    partial.write_text(json.dumps(measured) + "\n")
-    partial.replace(done)  # whole or not at all
+    write_record(done, measured)
     return measured

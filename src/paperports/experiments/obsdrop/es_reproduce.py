@@ -24,6 +24,12 @@ versions (:func:`~paperports.experiments.obsdrop.es_agents.es_fingerprint`: the 
 integration, :mod:`~paperports.experiments.obsdrop.es_agents`, the agents' measurements,
 the vectorised swing-up and evotorch): a change to any of them starts the agents afresh
 instead of resuming a search of other code; a change to this module's report does not.
+
+The full budget (18 agents of about 25 minutes each, two at a time on two cores) outlasts
+a working session, so the finished agents' records (``<out>/runs/*.json``, a few kB each)
+are committed under ``docs/reports/obsdrop-es/runs`` as they finish (``.gitignore`` keeps
+them and leaves out the checkpoints and weights): a later clone, run with
+``--out docs/reports/obsdrop-es``, trains only the agents still missing.
 """
 
 from __future__ import annotations

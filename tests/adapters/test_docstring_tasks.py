@@ -101,6 +101,40 @@ def test_span_examples_are_squad_spans_of_the_parameters_section(toy_package: st
     assert span_examples([toy_package], max_context_chars=50) == []
 
 
+def test_name_spans_are_asked_by_the_description_that_follows_them(toy_package: str) -> None:
+    by_description = span_examples([toy_package])
+    examples = span_examples([toy_package], answer="name")
+    assert [e["answers"]["text"] for e in examples] == [  # type: ignore[index]
+        ["x"], ["factor"], ["clip"], ["size"], ["step"]
+    ]  # fmt: skip
+    for e, d in zip(examples, by_description, strict=True):
+        context, answers = str(e["context"]), e["answers"]
+        assert isinstance(answers, dict) and context == d["context"]
+        start = answers["answer_start"][0]
+        assert context[start : start + len(answers["text"][0])] == answers["text"][0]
+        # the question is the description's first sentence, which follows the name
+        assert e["question"] == d["answers"]["text"][0]  # type: ignore[index]
+        assert context.index(str(e["question"])) > start
+    assert examples[0]["question"] == "The values to scale."
+
+
+def test_a_description_two_parameters_share_asks_for_no_name(tmp_path: Path) -> None:
+    package = tmp_path / "toy_shared_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text(
+        'def f(a, b, c):\n    """Add three numbers together.\n\n    Parameters\n    ----------\n'
+        "    a : int\n        A number to add in.\n    b : int\n        A number to add in.\n"
+        '    c : int\n        The last one of the three.\n    """\n'
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        names = span_examples(["toy_shared_pkg"], answer="name")
+        assert [e["answers"]["text"] for e in names] == [["c"]]  # type: ignore[index]
+        assert len(span_examples(["toy_shared_pkg"])) == 3
+    finally:
+        sys.path.remove(str(tmp_path))
+
+
 def test_pair_examples_pair_a_summary_with_its_own_and_a_foreign_description(
     toy_package: str,
 ) -> None:

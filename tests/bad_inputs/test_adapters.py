@@ -282,6 +282,12 @@ VALUES = [
         "min_parameters",
     ),
     case(
+        "span_examples answer='type'",
+        lambda: docstring_tasks.span_examples(["json"], answer="type"),  # type: ignore[arg-type]
+        "answer",
+        "'name'",
+    ),
+    case(
         "package_documents max_chars=0",
         lambda: text_corpus.package_documents(["json"], max_chars=0),
         "max_chars",

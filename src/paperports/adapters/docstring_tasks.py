@@ -5,11 +5,15 @@ classification (MNLI, MRPC, ...) and on span extraction (SQuAD). Offline, both a
 from the numpy-style docstrings of installed packages (scipy, scikit-learn, numpy, pandas),
 which the pre-training corpus leaves out:
 
-- :func:`span_examples`, SQuAD-style: the question is a parameter's name, the context the
-  docstring's whole ``Parameters`` section (every parameter's name, type and description),
-  the answer the first sentence of that parameter's description, as a character span of
-  the context (SQuAD's ``answers`` format, so transformers' question-answering recipe
-  applies unchanged). Where the span ends depends on what follows it;
+- :func:`span_examples`, SQuAD-style: the context is the docstring's whole ``Parameters``
+  section (every parameter's name, type and description), the answer a character span of
+  it (SQuAD's ``answers`` format, so transformers' question-answering recipe applies
+  unchanged). With ``answer="description"`` the question is a parameter's name and the
+  answer the first sentence of its description: the name just before the span says where
+  it starts, so reading to the left suffices. With ``answer="name"`` the question is that
+  sentence and the answer the parameter's name, which comes *before* the description that
+  identifies it: a model must read to the right of the span to find it, as SQuAD's answers
+  are often found by the words around them on both sides;
 - :func:`pair_examples`: a function's summary line and a parameter's description; label 1
   when the parameter is that function's, 0 when it is drawn from another docstring.
 
@@ -24,8 +28,9 @@ import random
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Literal
 
-from paperports._checks import check_int
+from paperports._checks import check_choice, check_int
 from paperports.adapters.text_corpus import docstrings, split_sentences
 
 __all__ = [
@@ -118,37 +123,50 @@ def span_examples(
     packages: Sequence[str] = DOWNSTREAM_PACKAGES,
     min_parameters: int = 2,
     max_context_chars: int = 1000,
+    answer: Literal["description", "name"] = "description",
 ) -> list[dict[str, object]]:
     """SQuAD-style examples: ``{"id", "docstring", "question", "context", "answers"}`` with
-    ``answers = {"text": [first sentence], "answer_start": [character offset]}``, one per
-    described parameter of every docstring with ``min_parameters`` or more whose section
-    fits in ``max_context_chars`` characters (about a quarter as many tokens)."""
+    ``answers = {"text": [answer], "answer_start": [character offset]}``, one per described
+    parameter of every docstring with ``min_parameters`` or more whose section fits in
+    ``max_context_chars`` characters (about a quarter as many tokens). ``answer``: the first
+    sentence of the parameter's description, asked by its name, or the name, asked by that
+    sentence (a sentence that two parameters of the section share asks nothing and is left
+    out)."""
     who = "span_examples"
     min_parameters = check_int("min_parameters", min_parameters, minimum=1, who=who)
     max_context_chars = check_int("max_context_chars", max_context_chars, minimum=1, who=who)
+    answer = check_choice("answer", answer, ("description", "name"), who=who)
     examples: list[dict[str, object]] = []
     for doc in _documented(tuple(packages), min_parameters):
-        parts, starts = [], []
+        parts, names, starts = [], [], []
         offset = 0
         for p in doc.parameters:
             head = f"{p.name} : {p.type}. " if p.type else f"{p.name}. "
             body = " ".join(p.description.split())
             parts.append(head + body)
+            names.append(offset)
             starts.append(offset + len(head))
             offset += len(head) + len(body) + 1
         context = " ".join(parts)
         if len(context) > max_context_chars:
             continue
-        for p, start in zip(doc.parameters, starts, strict=True):
-            answer = split_sentences(p.description)[0]
-            assert context[start : start + len(answer)] == answer
+        for p, at_name, start in zip(doc.parameters, names, starts, strict=True):
+            sentence = split_sentences(p.description)[0]
+            assert context[start : start + len(sentence)] == sentence
+            if answer == "description":
+                question, span, at = p.name, sentence, start
+            elif context.count(sentence) > 1:
+                continue
+            else:
+                question, span, at = sentence, p.name, at_name
+            assert context[at : at + len(span)] == span
             examples.append(
                 {
                     "id": f"{doc.name}:{p.name}",
                     "docstring": doc.name,
-                    "question": p.name,
+                    "question": question,
                     "context": context,
-                    "answers": {"text": [answer], "answer_start": [start]},
+                    "answers": {"text": [span], "answer_start": [at]},
                 }
             )
     return examples

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from paperports.experiments.bert import ablation
+from paperports.experiments.bert import ablation, ablation_report
 from paperports.experiments.bert.ablation import (
     AblationBudget,
     LeftToRightCollator,
@@ -124,16 +124,19 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
         num_layers=1, max_length=48, span_length=160, vocab_size=150, batch_size=4,
         span_examples=24, pair_examples=24,
     )  # fmt: skip
-    monkeypatch.setattr(ablation, "QUICK", tiny)
+    monkeypatch.setattr(ablation_report, "QUICK", tiny)
     out = tmp_path / "report"
-    path = ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    path = ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     results = json.loads((out / "results.json").read_text())["ablation"]
     assert set(results["scores"]) == set(ablation.VARIANTS)
     for variant in ablation.VARIANTS:
-        for task in ("span", "pair"):
+        for task in ("span", "name", "pair"):
             values = results["scores"][variant][task]
             assert len(values) == 2 and all(0.0 <= v <= 1.0 for v in values)
-    assert results["examples"]["span"][0] > 0 and results["examples"]["pair"][1] > 0
+    assert all(
+        results["examples"][t][0] > 0 and results["examples"][t][1] > 0 for t in ablation.TASKS
+    )
+    assert set(results["ordering_reproduced"]) == {"span", "name"}
     pre = results["pretraining"]
     assert set(pre["mlm_nsp"]) == {
         "final_loss", "heldout_token_accuracy", "heldout_nsp_accuracy", "nsp_majority",
@@ -143,9 +146,10 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
     assert "next-sentence accuracy" in path.read_text()
     text = path.read_text()
     assert "88.5" in text and "77.8" in text and "left-to-right + BiLSTM" in text
+    assert "![" in text and (out / "ablation.png").stat().st_size > 0
     # a second run reads every finished fine-tuning back instead of training again
     monkeypatch.setattr(ablation, "finetune", lambda *a, **k: pytest.fail("trained again"))
-    ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     again = json.loads((out / "results.json").read_text())["ablation"]
     assert again["scores"] == results["scores"]
     # with the fine-tunings gone, the saved encoders are read back, not pre-trained again
@@ -153,7 +157,7 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
         record.unlink()
     monkeypatch.setattr(ablation, "finetune", lambda *a, **k: 0.5)
     monkeypatch.setattr(ablation, "pretrain_variant", lambda *a, **k: pytest.fail("pre-trained"))
-    ablation.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     third = json.loads((out / "results.json").read_text())["ablation"]
     assert third["scores"]["mlm"]["span"] == [0.5, 0.5]
     assert third["pretraining"]["mlm_nsp"] == pre["mlm_nsp"]

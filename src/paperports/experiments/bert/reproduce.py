@@ -6,7 +6,12 @@
 2. Fine-tune the MiniLM checkpoint on a consecutive-sentence task built from the same text,
    ours against ``transformers.BertForSequenceClassification`` from the same start, with the
    same ``Trainer`` settings: they must agree.
-3. The paper's headline results, quoted as context (they need data and compute that are not
+3. The paper's ablation of pre-training objectives (its Table 5), scaled down: same-size
+   encoders pre-trained by MLM + NSP, MLM alone, a left-to-right LM (with a BiLSTM on top
+   for fine-tuning), or not at all, fine-tuned on span extraction and sentence pairs
+   (:mod:`paperports.experiments.bert.ablation`); its runs are kept under ``<out>/runs``,
+   so a stopped run resumes.
+4. The paper's headline results, quoted as context (they need data and compute that are not
    here).
 """
 
@@ -68,6 +73,13 @@ def _reproduce(ctx: RunContext) -> Path:
         train_limit=480 if ctx.quick else None,
     )
     _write_finetuning(report, ours, theirs, data)
+
+    # imported here: `python -m paperports.experiments.bert.ablation` imports this package
+    from paperports.experiments.bert.ablation import FULL, QUICK, run_ablation
+    from paperports.experiments.bert.ablation_report import write_ablation
+
+    ctx.log("bert: the paper's ablation of pre-training objectives (Table 5), scaled down ...")
+    write_ablation(report, run_ablation(ctx, QUICK if ctx.quick else FULL), ctx.quick)
 
     report.section("The paper's results (context, not reproduced here)")
     report.text(

@@ -6,6 +6,7 @@ import json
 import random
 import sys
 from collections.abc import Iterator
+from dataclasses import asdict
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,8 @@ from paperports.experiments.bert.ablation import (
     span_f1,
 )
 from paperports.integrations.transformers import BertConfig, BertModel
-from paperports.registry import RunContext
+from paperports.registry import METHODS, RunContext
+from paperports.reporting import Report
 
 WORDS = [
     *("array", "value", "index", "table", "column", "window", "reading", "sample"),
@@ -168,3 +170,41 @@ def test_tasks_from_a_pre_trained_package_are_refused(toy_packages: tuple[str, s
     budget = AblationBudget(corpus_chars=1000, pretrain_steps=1, finetune_steps=1, seeds=1)
     with pytest.raises(ValueError, match="pre-trained on"):
         ablation.corpus_and_tasks(budget, 0, (corpus,), (corpus,))
+
+
+def _results(seeds: list[int], scores: dict[str, dict[str, list[float]]]) -> dict[str, object]:
+    budget = ablation.AblationBudget(corpus_chars=1, pretrain_steps=1, finetune_steps=1, seeds=1)
+    return {
+        "budget": asdict(budget),
+        "seeds": seeds,
+        "pretrain_packages": ["a"],
+        "downstream_packages": ["b"],
+        "pretraining_pairs": 10,
+        "examples": {t: [8, 2] for t in ablation.TASKS},
+        "scores": scores,
+        "pretraining": {v: {} for v in ablation.VARIANTS},
+        "paper": ablation.PAPER_TABLE5,
+    }
+
+
+@pytest.mark.parametrize("seeds", [[0], [0, 1]])
+def test_the_ordering_is_judged_against_the_seeds_spread(seeds: list[int], tmp_path: Path) -> None:
+    """Bidirectional far above left-to-right, the gap largest on the name spans: the paper's
+    ordering with several seeds; with one there is no spread, and nothing is claimed."""
+    level = {"mlm_nsp": 0.8, "mlm": 0.8, "ltr": 0.5, "ltr_bilstm": 0.6, "none": 0.3}
+    extra = {"span": 0.0, "name": 0.1, "pair": -0.2}
+    scores = {
+        v: {t: [level[v] + (extra[t] if v.startswith("mlm") else 0) + 0.01 * s for s in seeds]
+            for t in ablation.TASKS}
+        for v in ablation.VARIANTS
+    }  # fmt: skip
+    report = Report(METHODS["bert"], tmp_path)
+    ablation_report.write_ablation(report, _results(seeds, scores), quick=True)
+    text = report.write().read_text()
+    ordering = report.results["ablation"]["ordering_reproduced"]
+    if len(seeds) == 1:
+        assert ordering == {"span": False, "name": False} and "one seed" in text
+        assert "beyond the seeds' spread)" not in text.split("minus left-to-right")[1]
+    else:  # the pairs' gap (+0.1) is the smaller one on both span tasks
+        assert ordering == {"span": True, "name": True}
+        assert "name spans +40.0 points (above and beyond the seeds' spread)" in text

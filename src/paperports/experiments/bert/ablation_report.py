@@ -30,6 +30,8 @@ from paperports.reporting import Report
 
 __all__ = ["plot_ablation", "reproduce_ablation", "write_ablation"]
 
+_SHORT = {"span": "description spans", "name": "name spans", "pair": "sentence pairs"}
+
 
 def _cell(values: Sequence[float]) -> str:
     return f"{100 * np.mean(values):.1f} ± {100 * np.std(values):.1f}"
@@ -41,7 +43,8 @@ def write_ablation(report: Report, results: dict[str, Any], quick: bool) -> None
     report.section("What bidirectional pre-training buys: the paper's Table 5, scaled down")
     report.text(
         f"Budget: {'quick' if quick else 'full'}. Same-size encoders ({budget['num_layers']} "
-        f"layers of {budget['hidden_size']}), each pre-trained for {budget['pretrain_steps']:,}"
+        f"layer{'s' if budget['num_layers'] != 1 else ''} of {budget['hidden_size']}), each "
+        f"pre-trained for {budget['pretrain_steps']:,}"
         f" `Trainer` steps of {budget['batch_size']} pairs of up to {budget['max_length']} "
         f"tokens from the docstrings of {', '.join(results['pretrain_packages'])} "
         f"({results['pretraining_pairs']:,} pairs); fine-tuned for {budget['finetune_steps']}"
@@ -87,7 +90,12 @@ def write_ablation(report: Report, results: dict[str, Any], quick: bool) -> None
     mean = {v: {t: float(np.mean(scores[v][t])) for t in TASKS} for v in VARIANTS}
     spread = {v: {t: float(np.std(scores[v][t])) for t in TASKS} for v in VARIANTS}
     gaps = {t: mean["mlm_nsp"][t] - mean["ltr"][t] for t in TASKS}
-    beyond = {t: gaps[t] > 0 and gaps[t] > spread["mlm_nsp"][t] + spread["ltr"][t] for t in TASKS}
+    # one seed has no spread to judge a gap against: nothing is beyond it
+    several = len(results["seeds"]) > 1
+    beyond = {
+        t: several and gaps[t] > 0 and gaps[t] > spread["mlm_nsp"][t] + spread["ltr"][t]
+        for t in TASKS
+    }
     # the paper's ordering, judged on each span task: bidirectional above left-to-right beyond
     # the seeds' spread on it and on the pairs, the span task's gap the larger
     ordering = {
@@ -96,14 +104,19 @@ def write_ablation(report: Report, results: dict[str, Any], quick: bool) -> None
     report.text(
         "Bidirectional (MLM + NSP) minus left-to-right: "
         + "; ".join(
-            f"{TASKS[t]} {100 * gaps[t]:+.1f} points "
-            f"({'above and beyond' if beyond[t] else 'not beyond'} the seeds' spread)"
+            f"{_SHORT[t]} {100 * gaps[t]:+.1f} points"
+            + (
+                f" ({'above and beyond' if beyond[t] else 'not beyond'} the seeds' spread)"
+                if several
+                else ""
+            )
             for t in TASKS
         )
+        + ("" if several else " (one seed: no spread to judge the gaps against)")
         + ". The paper's ordering (bidirectional above left-to-right beyond the seeds' "
         "spread, the largest gap on span extraction) "
         + "; ".join(
-            f"{'appears' if ordering[t] else 'does **not** appear'} with the {TASKS[t]}"
+            f"{'appears' if ordering[t] else 'does **not** appear'} with the {_SHORT[t]}"
             for t in ordering
         )
         + "."

@@ -190,6 +190,11 @@ def train_wordpiece(
     BERT tokenizer (``[PAD]`` 0, ``[UNK]`` 1, ``[CLS]`` 2, ``[SEP]`` 3, ``[MASK]`` 4) that
     ``save_pretrained`` / ``AutoTokenizer.from_pretrained`` round-trip. A small vocabulary
     keeps the masked-LM softmax cheap for pre-training small models on small corpora.
+
+    The trainer breaks ties between equally frequent merges differently in each process, so
+    two trainings on the same text can give different vocabularies: save the tokenizer with
+    what is trained on it (as the BERT ablation's resumable runs do) rather than training it
+    again.
     """
     require("transformers", "transformers", "tokenizers", feature="train_wordpiece")
     from tokenizers.implementations import BertWordPieceTokenizer  # type: ignore[attr-defined]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import asdict
@@ -149,8 +150,12 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
     text = path.read_text()
     assert "88.5" in text and "77.8" in text and "left-to-right + BiLSTM" in text
     assert "![" in text and (out / "ablation.png").stat().st_size > 0
-    # a second run reads every finished fine-tuning back instead of training again
+    # a second run reads every finished fine-tuning back instead of training again, with the
+    # saved vocabulary: the WordPiece trainer breaks ties differently in each process
+    (vocabulary,) = (out / "runs").glob("tokenizer_*")
+    vocab = (vocabulary / "tokenizer.json").read_text()
     monkeypatch.setattr(ablation, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(ablation, "train_wordpiece", lambda *a, **k: pytest.fail("new vocab"))
     ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     again = json.loads((out / "results.json").read_text())["ablation"]
     assert again["scores"] == results["scores"]
@@ -163,6 +168,29 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
     third = json.loads((out / "results.json").read_text())["ablation"]
     assert third["scores"]["mlm"]["span"] == [0.5, 0.5]
     assert third["pretraining"]["mlm_nsp"] == pre["mlm_nsp"]
+    assert (vocabulary / "tokenizer.json").read_text() == vocab
+    # without its vocabulary, a run cannot use the encoders pre-trained on it: it says so,
+    # removes them, and pre-trains again on a new one
+    shutil.rmtree(vocabulary)
+    monkeypatch.undo()
+    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
+    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
+    monkeypatch.setattr(ablation_report, "QUICK", tiny)
+    pretrained = []
+    monkeypatch.setattr(
+        ablation,
+        "pretrain_variant",
+        lambda variant, *a, **k: pretrained.append(variant) or (BertModel(BertConfig(
+            vocab_size=150, hidden_size=32, num_hidden_layers=1, num_attention_heads=1,
+            intermediate_size=64, max_position_embeddings=160)), {}),
+    )  # fmt: skip
+    monkeypatch.setattr(ablation, "finetune", lambda *a, **k: 0.25)
+    for record in (out / "runs").glob("*_pair_*.json"):
+        record.unlink()
+    with pytest.warns(RuntimeWarning, match="vocabulary that is gone"):
+        ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
+    assert sorted(pretrained) == ["ltr", "mlm", "mlm_nsp", "none"]
+    assert any((out / "runs").glob("tokenizer_*"))
 
 
 def test_tasks_from_a_pre_trained_package_are_refused(toy_packages: tuple[str, str]) -> None:
@@ -208,3 +236,23 @@ def test_the_ordering_is_judged_against_the_seeds_spread(seeds: list[int], tmp_p
     else:  # the pairs' gap (+0.1) is the smaller one on both span tasks
         assert ordering == {"span": True, "name": True}
         assert "name spans +40.0 points (above and beyond the seeds' spread)" in text
+
+
+def test_a_saved_vocabulary_reads_back_the_same_tokenizer(tmp_path: Path) -> None:
+    from paperports.adapters.bert_pretraining import train_wordpiece
+
+    rng = random.Random(0)
+    documents = [[" ".join(rng.choices(WORDS, k=12)) + "." for _ in range(20)] for _ in range(5)]
+    tokenizer = train_wordpiece(documents, vocab_size=120)
+    tokenizer.save_pretrained(tmp_path / "saved")
+    again = ablation._saved_tokenizer(tmp_path / "saved")
+    assert again.get_vocab() == tokenizer.get_vocab()
+    text, pair = "The Matrix of WEIGHTS, unseen-words!", "a second segment"
+    assert again(text, pair)["input_ids"] == tokenizer(text, pair)["input_ids"]
+    assert again.pad_token_id == tokenizer.pad_token_id == 0
+    assert ablation._saved_tokenizer(tmp_path / "missing") is None
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "tokenizer.json").write_text("{not json")
+    with pytest.warns(RuntimeWarning, match="does not load"):
+        assert ablation._saved_tokenizer(tmp_path / "broken") is None
+    assert not (tmp_path / "broken").exists()

@@ -28,6 +28,7 @@ import hashlib
 import json
 import random
 import re
+import shutil
 import string
 import tempfile
 from collections.abc import Sequence
@@ -480,15 +481,22 @@ def corpus_and_tasks(
     seed: int,
     pretrain_packages: Sequence[str] = PRETRAIN_PACKAGES,
     downstream_packages: Sequence[str] = DOWNSTREAM_PACKAGES,
+    tokenizer: Any | None = None,
 ) -> tuple[Any, list[dict[str, Any]], list[dict[str, Any]], dict[str, Any]]:
     """The tokenizer, the next-sentence pairs of the pre-training corpus (95% of its
     documents) and up to 1,000 held-out pairs (the other 5%), and each task's train / test
-    examples (split by docstring, 80 / 20, capped by the budget)."""
+    examples (split by docstring, 80 / 20, capped by the budget).
+
+    The tokenizer is a WordPiece vocabulary trained on the corpus, or ``tokenizer`` where
+    given: a resumed run passes the one it saved, because the trainer breaks ties between
+    equally frequent merges differently in each process, so a vocabulary trained again on
+    the same text is not the same one (and the saved encoders' embeddings would not fit)."""
     overlap = set(pretrain_packages) & set(downstream_packages)
     if overlap:
         raise ValueError(f"the downstream tasks' packages {sorted(overlap)} are pre-trained on")
     documents = package_documents(pretrain_packages, max_chars=budget.corpus_chars)
-    tokenizer = train_wordpiece(documents, vocab_size=budget.vocab_size)
+    if tokenizer is None:
+        tokenizer = train_wordpiece(documents, vocab_size=budget.vocab_size)
     cut = max(2, len(documents) // 20)  # 5% of the documents: held-out pairs
     order = list(range(len(documents)))
     random.Random(seed).shuffle(order)
@@ -549,15 +557,25 @@ def _fingerprint(budget: AblationBudget, seed: int) -> str:
 
 
 def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
-    """Pre-train each variant once, fine-tune each on both tasks with ``budget.seeds``
-    seeds; finished fine-tunings are kept under ``ctx.out / "runs"`` and read back by a
-    later run with the same budget, seed and code (a stopped run resumes)."""
+    """Pre-train each variant once, fine-tune each on every task with ``budget.seeds``
+    seeds; the vocabulary, the pre-trained encoders and the finished fine-tunings are kept
+    under ``ctx.out / "runs"`` and read back by a later run with the same budget, seed and
+    code (a stopped run resumes)."""
     key = _fingerprint(budget, ctx.seed)
     runs = ctx.out / "runs"
     ctx.log("bert ablation: reading the corpus and building the tasks ...")
+    saved = runs / f"tokenizer_{key}"
     tokenizer, pairs, heldout, tasks = corpus_and_tasks(
-        budget, ctx.seed, PRETRAIN_PACKAGES, DOWNSTREAM_PACKAGES
+        budget, ctx.seed, PRETRAIN_PACKAGES, DOWNSTREAM_PACKAGES, _saved_tokenizer(saved)
     )
+    if not saved.is_dir():  # a new vocabulary: encoders pre-trained on another cannot be used
+        for stale in sorted(runs.glob(f"pretrained_*_{key}.*")):
+            damaged(stale, "it was pre-trained with a vocabulary that is gone")
+            stale.unlink()
+        partial = saved.with_name(saved.name + ".partial")
+        shutil.rmtree(partial, ignore_errors=True)
+        tokenizer.save_pretrained(partial)
+        partial.replace(saved)  # whole or not at all
     scores: dict[str, dict[str, list[float]]] = {v: {t: [] for t in TASKS} for v in VARIANTS}
     measures: dict[str, dict[str, float]] = {}
     encoders: dict[str, BertModel] = {}
@@ -590,6 +608,21 @@ def run_ablation(ctx: RunContext, budget: AblationBudget) -> dict[str, Any]:
         "pretraining": {v: measures.get(v, {}) for v in VARIANTS},
         "paper": PAPER_TABLE5,
     }
+
+
+def _saved_tokenizer(folder: Path) -> Any | None:
+    """The vocabulary a stopped run saved in ``folder`` (``None`` if there is none, or if it
+    does not load: a ``RuntimeWarning`` names it, and the run starts afresh with a new one)."""
+    if not folder.is_dir():
+        return None
+    from transformers import BertTokenizer
+
+    try:
+        return BertTokenizer.from_pretrained(folder)
+    except (OSError, ValueError) as err:
+        damaged(folder, f"its vocabulary does not load ({type(err).__name__}: {err})")
+        shutil.rmtree(folder)
+        return None
 
 
 def _pretrained(

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -49,6 +50,22 @@ def experiment_main(
     return 0
 
 
+def _die_with_parent() -> None:
+    """In a worker: end when the process that started it ends. A parent stopped by a
+    signal (``kill``, a scheduler's ``SIGTERM``) runs no clean-up, and its workers would
+    otherwise go on training for as long as their runs last, holding the cores (Linux's
+    parent-death signal; elsewhere nothing is done)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() == 1:  # the parent ended before the signal was asked for
+        os._exit(1)
+
+
 @contextmanager
 def one_torch_thread() -> Iterator[None]:
     """Run the block on one torch thread, restoring the caller's count after: what an
@@ -73,14 +90,15 @@ def each_in_workers(
     """``fn(*calls[i])`` for every ``i``, in this process if ``jobs`` is 1, else in ``jobs``
     worker processes; ``done(i, result)`` as each finishes, with ``ctx``'s progress bar. A
     failed call raises as soon as it fails, cancelling the calls not yet started, not after
-    hours of the others. ``fn`` must be a module-level function (the workers import it)."""
+    hours of the others. ``fn`` must be a module-level function (the workers import it).
+    Workers end with this process, even when a signal stops it."""
     if jobs == 1:
         for i in ctx.progress(range(len(calls)), desc, len(calls)):
             done(i, fn(*calls[i]))
         return
     # spawned, not forked: a child forked from a process whose thread pool runs can hang
     spawn = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(jobs, mp_context=spawn) as pool:
+    with ProcessPoolExecutor(jobs, mp_context=spawn, initializer=_die_with_parent) as pool:
         futures = {pool.submit(fn, *call): i for i, call in enumerate(calls)}
         try:
             for future in ctx.progress(as_completed(futures), desc, len(calls)):

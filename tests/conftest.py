@@ -8,6 +8,13 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import pytest
+import torch
+
+# What the tests and the docs' printed claims check (a trained model's accuracy, an attack's
+# success on it) depends on torch's thread count: a model trained on one thread is not the
+# one trained on eight. Every test session runs on the two threads of CI, on any machine.
+TEST_THREADS = 2
+torch.set_num_threads(TEST_THREADS)
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 import shutil
@@ -256,3 +257,38 @@ def test_a_saved_vocabulary_reads_back_the_same_tokenizer(tmp_path: Path) -> Non
     with pytest.warns(RuntimeWarning, match="does not load"):
         assert ablation._saved_tokenizer(tmp_path / "broken") is None
     assert not (tmp_path / "broken").exists()
+
+
+def test_reproduce_bert_shares_the_ablations_runs(
+    toy_packages: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`paperports reproduce bert --out <out>` runs the ablation in the folder that
+    `python -m paperports.experiments.bert.ablation --out <out>/bert-ablation` keeps its runs
+    in: what one finished, the other reads back instead of training again."""
+    # the package exports the function `reproduce`, which hides its module of that name
+    reproduce = importlib.import_module("paperports.experiments.bert.reproduce")
+    corpus, tasks = toy_packages
+    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
+    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
+    tiny = AblationBudget(
+        corpus_chars=10**6, pretrain_steps=2, finetune_steps=2, seeds=1, hidden_size=32,
+        num_layers=1, max_length=48, span_length=160, vocab_size=150, batch_size=4,
+        span_examples=16, pair_examples=16,
+    )  # fmt: skip
+    monkeypatch.setattr(ablation_report, "QUICK", tiny)
+    monkeypatch.setattr(ablation, "QUICK", tiny)
+    alone = tmp_path / ablation_report.ABLATION_FOLDER
+    ablation_report.reproduce_ablation(RunContext(alone, quick=True, quiet=True))
+    scores = json.loads((alone / "results.json").read_text())["ablation"]["scores"]
+    # the rest of `reproduce bert` is tested elsewhere: here only its third section runs
+    monkeypatch.setattr(reproduce, "pretrain", lambda **k: None)
+    monkeypatch.setattr(reproduce, "finetune_both", lambda *a, **k: (None, None, None))
+    monkeypatch.setattr(reproduce, "minilm_checkpoint", lambda: None)
+    monkeypatch.setattr(reproduce, "_write_pretraining", lambda *a: None)
+    monkeypatch.setattr(reproduce, "_write_finetuning", lambda *a: None)
+    monkeypatch.setattr(ablation, "finetune", lambda *a, **k: pytest.fail("trained again"))
+    monkeypatch.setattr(ablation, "pretrain_variant", lambda *a, **k: pytest.fail("pre-trained"))
+    reproduce.reproduce(RunContext(tmp_path / "bert", quick=True, quiet=True))
+    results = json.loads((tmp_path / "bert" / "results.json").read_text())["ablation"]
+    assert results["scores"] == scores
+    assert not (tmp_path / "bert" / "runs").exists()

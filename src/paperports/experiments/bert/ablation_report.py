@@ -3,8 +3,10 @@ beside the paper's Table 5, a plot of the scores, and what they show.
 
 Kept apart from the runs so that rewording the report keeps a stopped run's finished
 pre-trainings and fine-tunings (their key covers the code that trains, not this module).
-``paperports reproduce bert`` writes this section into its report;
-``python -m paperports.experiments.bert.ablation`` writes it alone.
+``paperports reproduce bert --out <out>`` writes this section into its report;
+``python -m paperports.experiments.bert.ablation --out <out>/bert-ablation`` writes it alone,
+as a report of its own. Both keep the runs under ``<out>/bert-ablation/runs``, so either
+resumes what the other left (the committed ones: ``docs/reports/bert-ablation``).
 """
 
 from __future__ import annotations
@@ -28,7 +30,11 @@ from paperports.experiments.trainer_runs import quiet_transformers
 from paperports.registry import METHODS, RunContext
 from paperports.reporting import Report
 
-__all__ = ["plot_ablation", "reproduce_ablation", "write_ablation"]
+__all__ = ["ABLATION_FOLDER", "plot_ablation", "reproduce_ablation", "write_ablation"]
+
+ABLATION_FOLDER = "bert-ablation"
+"""The folder, beside ``paperports reproduce bert``'s own, that holds the ablation's runs
+(and the report of ``python -m paperports.experiments.bert.ablation``)."""
 
 _SHORT = {"span": "description spans", "name": "name spans", "pair": "sentence pairs"}
 

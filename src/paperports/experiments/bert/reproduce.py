@@ -9,14 +9,17 @@
 3. The paper's ablation of pre-training objectives (its Table 5), scaled down: same-size
    encoders pre-trained by MLM + NSP, MLM alone, a left-to-right LM (with a BiLSTM on top
    for fine-tuning), or not at all, fine-tuned on span extraction and sentence pairs
-   (:mod:`paperports.experiments.bert.ablation`); its runs are kept under ``<out>/runs``,
-   so a stopped run resumes.
+   (:mod:`paperports.experiments.bert.ablation`). Its runs are kept beside this report,
+   under ``<out>/../bert-ablation/runs``, where
+   ``python -m paperports.experiments.bert.ablation --out <out>/../bert-ablation`` keeps
+   them too: either command resumes what the other left, and a stopped run resumes.
 4. The paper's headline results, quoted as context (they need data and compute that are not
    here).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from pathlib import Path
 from typing import Any
@@ -76,10 +79,11 @@ def _reproduce(ctx: RunContext) -> Path:
 
     # imported here: `python -m paperports.experiments.bert.ablation` imports this package
     from paperports.experiments.bert.ablation import FULL, QUICK, run_ablation
-    from paperports.experiments.bert.ablation_report import write_ablation
+    from paperports.experiments.bert.ablation_report import ABLATION_FOLDER, write_ablation
 
     ctx.log("bert: the paper's ablation of pre-training objectives (Table 5), scaled down ...")
-    write_ablation(report, run_ablation(ctx, QUICK if ctx.quick else FULL), ctx.quick)
+    shared = dataclasses.replace(ctx, out=ctx.out.parent / ABLATION_FOLDER)
+    write_ablation(report, run_ablation(shared, QUICK if ctx.quick else FULL), ctx.quick)
 
     report.section("The paper's results (context, not reproduced here)")
     report.text(

@@ -236,7 +236,23 @@ def test_the_ordering_is_judged_against_the_seeds_spread(seeds: list[int], tmp_p
         assert "beyond the seeds' spread)" not in text.split("minus left-to-right")[1]
     else:  # the pairs' gap (+0.1) is the smaller one on both span tasks
         assert ordering == {"span": True, "name": True}
-        assert "name spans +40.0 points (above and beyond the seeds' spread)" in text
+        assert "name spans +40.0 points (above, beyond the seeds' spread)" in text
+
+
+def test_a_gap_the_wrong_way_beyond_the_spread_says_below(tmp_path: Path) -> None:
+    """Left-to-right far above bidirectional is a clear reversal, not 'not beyond'."""
+    level = {"mlm_nsp": 0.3, "mlm": 0.3, "ltr": 0.45, "ltr_bilstm": 0.45, "none": 0.3}
+    scores = {v: {t: [level[v], level[v] + 0.01] for t in ablation.TASKS} for v in level}
+    report = Report(METHODS["bert"], tmp_path)
+    ablation_report.write_ablation(report, _results([0, 1], scores), quick=True)
+    text = report.write().read_text()
+    assert "description spans -15.0 points (below, beyond the seeds' spread)" in text
+    assert report.results["ablation"]["ordering_reproduced"] == {"span": False, "name": False}
+    close = {v: {t: [0.40, 0.42] if v == "ltr" else [0.41, 0.43] for t in ablation.TASKS}
+             for v in level}  # fmt: skip
+    report = Report(METHODS["bert"], tmp_path / "close")
+    ablation_report.write_ablation(report, _results([0, 1], close), quick=True)
+    assert "+1.0 points (within the seeds' spread)" in report.write().read_text()
 
 
 def test_a_saved_vocabulary_reads_back_the_same_tokenizer(tmp_path: Path) -> None:

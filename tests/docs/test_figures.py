@@ -40,6 +40,7 @@ def test_the_pages_do_state_figures_from_files() -> None:
         assert f"@{method}-bench" in sources
     for method in ("jsma", "ggnn", "obsdrop", "bnlstm"):
         assert f"@{method}" in sources
+    assert "@bert-ablation" in sources  # the paper's Table 5, at this machine's scale
 
 
 @pytest.mark.parametrize("path", RESULTS, ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -117,18 +117,31 @@ def test_span_f1_is_squads_token_overlap() -> None:
     assert span_f1("nothing", "values") == 0.0
 
 
+def _toy_ablation(
+    monkeypatch: pytest.MonkeyPatch, packages: tuple[str, str], budget: AblationBudget
+) -> AblationBudget:
+    """The ablation on the toy packages at ``budget``, as ``--quick`` runs it (both
+    ``reproduce_ablation`` and ``paperports reproduce bert`` read ``QUICK``)."""
+    corpus, tasks = packages
+    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
+    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
+    monkeypatch.setattr(ablation_report, "QUICK", budget)
+    monkeypatch.setattr(ablation, "QUICK", budget)
+    return budget
+
+
+def _tiny(steps: int, seeds: int, examples: int) -> AblationBudget:
+    return AblationBudget(
+        corpus_chars=10**6, pretrain_steps=steps, finetune_steps=steps, seeds=seeds,
+        hidden_size=32, num_layers=1, max_length=48, span_length=160, vocab_size=150,
+        batch_size=4, span_examples=examples, pair_examples=examples,
+    )  # fmt: skip
+
+
 def test_the_ablation_runs_every_variant_resumes_and_reports(
     toy_packages: tuple[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    corpus, tasks = toy_packages
-    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
-    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
-    tiny = AblationBudget(
-        corpus_chars=10**6, pretrain_steps=3, finetune_steps=3, seeds=2, hidden_size=32,
-        num_layers=1, max_length=48, span_length=160, vocab_size=150, batch_size=4,
-        span_examples=24, pair_examples=24,
-    )  # fmt: skip
-    monkeypatch.setattr(ablation_report, "QUICK", tiny)
+    tiny = _toy_ablation(monkeypatch, toy_packages, _tiny(steps=3, seeds=2, examples=24))
     out = tmp_path / "report"
     path = ablation_report.reproduce_ablation(RunContext(out, quick=True, quiet=True))
     results = json.loads((out / "results.json").read_text())["ablation"]
@@ -174,9 +187,7 @@ def test_the_ablation_runs_every_variant_resumes_and_reports(
     # removes them, and pre-trains again on a new one
     shutil.rmtree(vocabulary)
     monkeypatch.undo()
-    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
-    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
-    monkeypatch.setattr(ablation_report, "QUICK", tiny)
+    _toy_ablation(monkeypatch, toy_packages, tiny)
     pretrained = []
     monkeypatch.setattr(
         ablation,
@@ -283,16 +294,7 @@ def test_reproduce_bert_shares_the_ablations_runs(
     in: what one finished, the other reads back instead of training again."""
     # the package exports the function `reproduce`, which hides its module of that name
     reproduce = importlib.import_module("paperports.experiments.bert.reproduce")
-    corpus, tasks = toy_packages
-    monkeypatch.setattr(ablation, "PRETRAIN_PACKAGES", (corpus,))
-    monkeypatch.setattr(ablation, "DOWNSTREAM_PACKAGES", (tasks,))
-    tiny = AblationBudget(
-        corpus_chars=10**6, pretrain_steps=2, finetune_steps=2, seeds=1, hidden_size=32,
-        num_layers=1, max_length=48, span_length=160, vocab_size=150, batch_size=4,
-        span_examples=16, pair_examples=16,
-    )  # fmt: skip
-    monkeypatch.setattr(ablation_report, "QUICK", tiny)
-    monkeypatch.setattr(ablation, "QUICK", tiny)
+    _toy_ablation(monkeypatch, toy_packages, _tiny(steps=2, seeds=1, examples=16))
     alone = tmp_path / ablation_report.ABLATION_FOLDER
     ablation_report.reproduce_ablation(RunContext(alone, quick=True, quiet=True))
     scores = json.loads((alone / "results.json").read_text())["ablation"]["scores"]

@@ -228,6 +228,13 @@ class BNLSTM(nn.Module):
         forget_bias: The initial forget-gate bias.
         momentum: The running statistics' update rate (``None``: a cumulative average).
         eps: Added to the variances.
+        random_t_max: The probability that a training batch is normalised as if ``t_max``
+            were a step :math:`\tau` drawn uniformly from the second half of the batch's
+            steps: steps from :math:`\tau` on use the running statistics of step
+            :math:`\tau - 1`, as evaluation uses the last step's past ``t_max`` (their batch
+            statistics still update their own). The network so learns to work with earlier
+            statistics, which is what sequences longer than the trained ones get in
+            evaluation. 0 (the default) is the paper's training.
 
     Shapes:
         - input: ``(T, B, input_size)`` (``(B, T, input_size)`` if ``batch_first``),
@@ -263,6 +270,7 @@ class BNLSTM(nn.Module):
         forget_bias: float = 1.0,
         momentum: float | None = 0.1,
         eps: float = 1e-5,
+        random_t_max: float = 0.0,
     ) -> None:
         super().__init__()
         who = type(self).__name__
@@ -282,6 +290,7 @@ class BNLSTM(nn.Module):
         t_max = check_int("t_max", t_max, minimum=1, who=who)
         gamma_init = check_float("gamma_init", gamma_init, who=who)
         forget_bias = check_float("forget_bias", forget_bias, who=who)
+        random_t_max = check_probability("random_t_max", random_t_max, who=who)
         factory = {"device": device, "dtype": dtype}
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -294,6 +303,7 @@ class BNLSTM(nn.Module):
         self.t_max = t_max
         self.gamma_init = gamma_init
         self.forget_bias = forget_bias
+        self.random_t_max = random_t_max
         self._all_weights: list[list[str]] = []
         for layer in range(num_layers):
             for direction in range(self._directions):
@@ -488,6 +498,7 @@ class BNLSTM(nn.Module):
             dev_order = order.to(x.device)
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
+        stale_from = draw_stale_from(self.random_t_max, n_steps) if self.training else None
         h_n, c_n, layers = [], [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -496,7 +507,14 @@ class BNLSTM(nn.Module):
                 k = layer * d + direction
                 seq = layer_in if direction == 0 else _reverse(layer_in, lengths)
                 out, h, c = _sequence(
-                    self._layer(layer, direction), seq, h0[k], c0[k], batch_sizes, who, mask
+                    self._layer(layer, direction),
+                    seq,
+                    h0[k],
+                    c0[k],
+                    batch_sizes,
+                    who,
+                    mask,
+                    stale_from,
                 )
                 outs.append(out if direction == 0 else _reverse(out, lengths))
                 h_n.append(h)
@@ -597,7 +615,8 @@ class BNLSTM(nn.Module):
             s += f", dropout={self.dropout}"
         if self.bidirectional:
             s += ", bidirectional=True"
-        return s + f", t_max={self.t_max}, gamma_init={self.gamma_init}"
+        s += f", t_max={self.t_max}, gamma_init={self.gamma_init}"
+        return s + (f", random_t_max={self.random_t_max}" if self.random_t_max else "")
 
 
 @dataclass(frozen=True)
@@ -732,9 +751,12 @@ def _sequence(
     batch_sizes: list[int] | None,
     who: str,
     mask: Tensor | None = None,
+    stale_from: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """:meth:`BNLSTMCell.sequence` for one layer and direction ``p``; under graph capture,
-    the running rows may come as a ``mask`` ``(T, B)`` instead of ``batch_sizes``."""
+    the running rows may come as a ``mask`` ``(T, B)`` instead of ``batch_sizes``. In
+    training, steps at or past ``stale_from`` are normalised with the running statistics of
+    step ``stale_from - 1`` (see ``BNLSTM``'s ``random_t_max``)."""
     steps = x.shape[0]
     if batch_sizes is not None and (
         len(batch_sizes) != steps
@@ -759,10 +781,28 @@ def _sequence(
         if batch_sizes is not None:
             sizes = torch.tensor(batch_sizes, device=x.device)
             mask = torch.arange(x.shape[1], device=x.device)[None, :] < sizes[:, None]
-        return _sequence_stepwise(p, x, h, c, mask)
+        return _sequence_stepwise(p, x, h, c, mask, stale_from)
     if p.training:
-        return _sequence_train(p, x, h, c, batch_sizes)
+        return _sequence_train(p, x, h, c, batch_sizes, stale_from)
     return _sequence_eval(p, x, h, c, batch_sizes)
+
+
+def draw_stale_from(probability: float, steps: int) -> int | None:
+    """``BNLSTM``'s ``random_t_max``: with ``probability``, a step drawn uniformly from
+    ``ceil(steps / 2) .. steps - 1`` (from torch's default generator, so ``torch.manual_seed``
+    repeats it), from which a training batch is normalised with earlier statistics;
+    otherwise (or for a single step) ``None``."""
+    if probability <= 0.0 or steps < 2:
+        return None
+    if graph_capture():
+        raise NotImplementedError(
+            "BNLSTM: random_t_max > 0 draws a step per training batch, which graph capture "
+            "(torch.compile, torch.export, torch.jit.trace) cannot hold; train eagerly or "
+            "with torch.jit.script, or set random_t_max=0"
+        )
+    if float(torch.rand(1)[0]) >= probability:
+        return None
+    return int(torch.randint((steps + 1) // 2, steps, [1])[0])
 
 
 def graph_capture() -> bool:
@@ -804,7 +844,12 @@ def _plain_path() -> bool:
 
 
 def _sequence_stepwise(
-    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None
+    p: _LayerParams,
+    x: Tensor,
+    h: Tensor,
+    c: Tensor,
+    mask: Tensor | None,
+    stale_from: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The straightforward computation: the three batch norms applied step by step, as
     :meth:`BNLSTMCell.step` does, with autograd recording every operation. ``mask``
@@ -820,8 +865,8 @@ def _sequence_stepwise(
         m = None if mask is None else mask[t]
         # step by step, the input's norm too: a step where one sequence runs reads running
         # statistics that the steps before it have just updated
-        x_proj = p.bn_ih(wx[t : t + 1], t, None if m is None else m[None])[0]
-        h, c, out = _step(p, x_proj, h, c, t, m, bias)
+        x_proj = p.bn_ih(wx[t : t + 1], t, None if m is None else m[None], stale_from)[0]
+        h, c, out = _step(p, x_proj, h, c, t, m, bias, stale_from)
         outputs.append(out)
     return torch.stack(outputs), h, c
 
@@ -834,15 +879,16 @@ def _step(
     t: int,
     mask: Tensor | None,
     bias: Tensor | None,
+    stale_from: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Eq. 6-8 at step ``t`` from the normalised input projection: ``(h_t, c_t, output)``;
     rows outside ``mask`` ``(B,)`` keep their state and output 0."""
     m = None if mask is None else mask[None]
-    gates = x_proj + p.bn_hh(F.linear(h, p.weight_hh)[None], t, m)[0]
+    gates = x_proj + p.bn_hh(F.linear(h, p.weight_hh)[None], t, m, stale_from)[0]
     if bias is not None:
         gates = gates + bias
     c_new, o = _cell_update(gates, c)
-    h_new = o * torch.tanh(p.bn_c(c_new[None], t, m)[0])
+    h_new = o * torch.tanh(p.bn_c(c_new[None], t, m, stale_from)[0])
     return _masked(h_new, c_new, h, c, mask)
 
 
@@ -889,26 +935,46 @@ def _sequence_eval(
 
 
 def _sequence_train(
-    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None
+    p: _LayerParams,
+    x: Tensor,
+    h: Tensor,
+    c: Tensor,
+    batch_sizes: list[int] | None,
+    stale_from: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
-    if batch_sizes is None or 1 not in batch_sizes:
+    steps = x.shape[0]
+    # The steps where one sequence runs (a tail: sizes never increase) and the steps from
+    # stale_from on use running statistics, which the steps before them update: as the
+    # step-by-step cell does. Each is a segment of its own, after those steps' update.
+    cuts = {0, steps}
+    if batch_sizes is not None and 1 in batch_sizes:
+        cuts.add(batch_sizes.index(1))
+    if stale_from is not None and stale_from < steps:
+        cuts.add(stale_from)
+    bounds = sorted(cuts)
+    if len(bounds) == 2:
         return _train_segment(p, x, h, c, batch_sizes, 0)
-    # The steps where one sequence runs (a tail: sizes never increase) use the running
-    # statistics, which the steps before them update: as the step-by-step cell does.
-    split = batch_sizes.index(1)
     outputs = []
-    for begin, end in ((0, split), (split, x.shape[0])):
-        if begin < end:
-            out, h, c = _train_segment(p, x[begin:end], h, c, batch_sizes[begin:end], begin)
-            outputs.append(out)
+    for begin, end in pairwise(bounds):
+        sizes = None if batch_sizes is None else batch_sizes[begin:end]
+        stale = stale_from if stale_from is not None and begin >= stale_from else None
+        out, h, c = _train_segment(p, x[begin:end], h, c, sizes, begin, stale)
+        outputs.append(out)
     return torch.cat(outputs), h, c
 
 
 def _train_segment(
-    p: _LayerParams, x: Tensor, h: Tensor, c: Tensor, batch_sizes: list[int] | None, start: int
+    p: _LayerParams,
+    x: Tensor,
+    h: Tensor,
+    c: Tensor,
+    batch_sizes: list[int] | None,
+    start: int,
+    stale_from: int | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Training over steps ``start .. start + T - 1`` with :class:`BNLSTMSequence`, then
-    the running statistics' update."""
+    the running statistics' update; with ``stale_from`` (at most ``start``), every step
+    normalised with the running statistics of step ``stale_from - 1``."""
     bn_x, bn_h, bn_c = p.bn_ih, p.bn_hh, p.bn_c
     output, h, c, stats = BNLSTMSequence.apply(  # type: ignore[no-untyped-call]
         x,
@@ -923,7 +989,8 @@ def _train_segment(
         bn_c.bias,
         batch_sizes,
         (bn_x.eps, bn_h.eps, bn_c.eps),
-        _single_sequence_statistics(p, start, x.shape[0], batch_sizes),
+        _fixed_statistics(p, start, x.shape[0], batch_sizes, stale_from),
+        stale_from is not None,
     )
     steps, batch = x.shape[0], x.shape[1]
     sizes = [batch] * steps if batch_sizes is None else batch_sizes
@@ -937,19 +1004,24 @@ def _train_segment(
 
 
 @torch.no_grad()
-def _single_sequence_statistics(
-    p: _LayerParams, start: int, steps: int, batch_sizes: list[int] | None
+def _fixed_statistics(
+    p: _LayerParams,
+    start: int,
+    steps: int,
+    batch_sizes: list[int] | None,
+    stale_from: int | None = None,
 ) -> Tensor | None:
     """For training steps where one sequence runs (the tail of a batch whose longest
-    sequence is unique), the running statistics that stand in for the batch's, as in
-    :class:`RecurrentBatchNorm`: ``(3, 2, T, 4H)``, the mean and ``1 / sqrt(var + eps)``
-    of the norms ``x, h, c`` (``c`` in the first ``H`` columns) at steps ``start ..``;
-    ``None`` if no step has a single sequence."""
-    if batch_sizes is None or 1 not in batch_sizes:
+    sequence is unique), or for all steps of a segment past ``stale_from``, the running
+    statistics that stand in for the batch's, as in :class:`RecurrentBatchNorm`:
+    ``(3, 2, T, 4H)``, the mean and ``1 / sqrt(var + eps)`` of the norms ``x, h, c`` (``c``
+    in the first ``H`` columns) at steps ``start ..``; ``None`` if no step needs them."""
+    if stale_from is None and (batch_sizes is None or 1 not in batch_sizes):
         return None
+    upto = None if stale_from is None else stale_from - 1
     out = p.weight_ih.new_zeros(3, 2, steps, 4 * p.hidden_size)
     for k, bn in enumerate((p.bn_ih, p.bn_hh, p.bn_c)):
-        mean, var = bn.running_statistics(start, steps)
+        mean, var = bn.running_statistics(start, steps, upto)
         out[k, 0, :, : bn.num_features] = mean
         out[k, 1, :, : bn.num_features] = torch.rsqrt(var + bn.eps)
     return out

@@ -69,10 +69,11 @@ class ScriptRecurrentBatchNorm(nn.Module):
                     torch.cat([self.batches_tracked, self.batches_tracked.new_zeros([extra])])
                 )
 
-    def _running(self, t: int) -> tuple[Tensor, Tensor]:
-        """Step ``t``'s running statistics, or the last tracked step's past it."""
+    def _running(self, t: int, upto: int) -> tuple[Tensor, Tensor]:
+        """Step ``t``'s running statistics, or the last tracked step's past it (or step
+        ``upto``'s past that)."""
         last = self.steps_tracked.clamp(min=1, max=self.running_mean.shape[0]) - 1
-        step = torch.minimum(torch.full_like(last, t), last).view(1)
+        step = torch.minimum(torch.full_like(last, min(t, upto)), last).view(1)
         return self.running_mean.index_select(0, step)[0], self.running_var.index_select(0, step)[0]
 
     def _update(self, t: int, mean: Tensor, var: Tensor, count: Tensor) -> None:
@@ -95,8 +96,13 @@ class ScriptRecurrentBatchNorm(nn.Module):
             )
             self.steps_tracked.copy_(torch.maximum(self.steps_tracked, reached))
 
-    def forward(self, x: Tensor, t: int, mask: Tensor | None) -> Tensor:
-        """``x`` ``(B, F)`` at step ``t``; ``mask`` ``(B,)``: the rows still running."""
+    def forward(
+        self, x: Tensor, t: int, mask: Tensor | None, stale_from: int | None = None
+    ) -> Tensor:
+        """``x`` ``(B, F)`` at step ``t``; ``mask`` ``(B,)``: the rows still running; in
+        training, from step ``stale_from`` on, step ``stale_from - 1``'s running statistics
+        stand in for the batch's."""
+        upto = t if stale_from is None else stale_from - 1
         if self.training:
             if mask is None:
                 count = torch.tensor(float(x.shape[0]), dtype=x.dtype, device=x.device)
@@ -108,14 +114,16 @@ class ScriptRecurrentBatchNorm(nn.Module):
                 denominator = count.clamp(min=1.0)
                 mean = (x * w).sum(0) / denominator
                 var = ((x - mean).pow(2) * w).sum(0) / denominator
-            running_mean, running_var = self._running(t)
+            running_mean, running_var = self._running(t, upto)
             few = count < 2  # a statistic of one value is none: the running one stands in
+            if t > upto:
+                few = torch.ones_like(few)
             use_mean = torch.where(few, running_mean.to(x.dtype), mean)
             use_var = torch.where(few, running_var.to(x.dtype), var)
             out = (x - use_mean) * torch.rsqrt(use_var + self.eps)
             self._update(t, mean, var, count)
         else:
-            running_mean, running_var = self._running(t)
+            running_mean, running_var = self._running(t, t)
             out = (x - running_mean) * torch.rsqrt(running_var + self.eps)
         out = out * self.weight
         bias = self.bias
@@ -143,7 +151,7 @@ class ScriptBNLSTMLayer(nn.Module):
         self.bn_c = ScriptRecurrentBatchNorm(layer.bn_c)
 
     def forward(
-        self, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None
+        self, x: Tensor, h: Tensor, c: Tensor, mask: Tensor | None, stale_from: int | None
     ) -> tuple[Tensor, Tensor, Tensor]:
         wx = F.linear(x, self.weight_ih)
         if self.training:
@@ -155,13 +163,15 @@ class ScriptBNLSTMLayer(nn.Module):
             m: Tensor | None = None
             if mask is not None:
                 m = mask[t]
-            gates = self.bn_ih(wx[t], t, m) + self.bn_hh(F.linear(h, self.weight_hh), t, m)
+            gates = self.bn_ih(wx[t], t, m, stale_from) + self.bn_hh(
+                F.linear(h, self.weight_hh), t, m, stale_from
+            )
             bias_ih, bias_hh = self.bias_ih, self.bias_hh
             if bias_ih is not None and bias_hh is not None:
                 gates = gates + bias_ih + bias_hh
             gate = gates.chunk(4, 1)  # i, f, g, o
             c_new = torch.sigmoid(gate[1]) * c + torch.sigmoid(gate[0]) * torch.tanh(gate[2])
-            h_new = torch.sigmoid(gate[3]) * torch.tanh(self.bn_c(c_new, t, m))
+            h_new = torch.sigmoid(gate[3]) * torch.tanh(self.bn_c(c_new, t, m, stale_from))
             if m is None:
                 h, c = h_new, c_new
                 outputs.append(h_new)
@@ -196,6 +206,7 @@ class ScriptBNLSTM(nn.Module):
         self.directions: int = 2 if lstm.bidirectional else 1
         self.batch_first: bool = lstm.batch_first
         self.dropout: float = lstm.dropout
+        self.random_t_max: float = lstm.random_t_max
         self.layers = nn.ModuleList(
             ScriptBNLSTMLayer(lstm._layer(layer, direction))
             for layer in range(self.num_layers)
@@ -238,6 +249,10 @@ class ScriptBNLSTM(nn.Module):
                 h0, c0 = h0.unsqueeze(1), c0.unsqueeze(1)
             if list(h0.shape) != shape or list(c0.shape) != shape:
                 raise ValueError("BNLSTM: h_0 and c_0 must have shape " + str(shape))
+        stale_from: int | None = None  # BNLSTM's random_t_max, drawn as it draws it
+        draw = self.training and self.random_t_max > 0.0 and steps >= 2
+        if draw and float(torch.rand(1)[0]) < self.random_t_max:
+            stale_from = int(torch.randint((steps + 1) // 2, steps, [1])[0])
         mask: Tensor | None = None
         if lengths is not None:
             lengths = lengths.to(x.device)
@@ -249,7 +264,7 @@ class ScriptBNLSTM(nn.Module):
         for k, layer in enumerate(self.layers):
             direction = k % self.directions
             seq = layer_in if direction == 0 else reverse_within_lengths(layer_in, lengths)
-            out, h, c = layer(seq, h0[k], c0[k], mask)
+            out, h, c = layer(seq, h0[k], c0[k], mask, stale_from)
             outs.append(out if direction == 0 else reverse_within_lengths(out, lengths))
             h_n.append(h)
             c_n.append(c)

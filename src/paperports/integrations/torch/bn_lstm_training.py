@@ -16,7 +16,9 @@ Variable lengths follow ``PackedSequence``: the batch is sorted by decreasing le
 step :math:`t` the first ``batch_sizes[t]`` rows are running. The batch statistics of a step
 are over those rows; the others keep their state and output 0. A step where a single row
 runs has no batch statistics: it is normalised with the running statistics it is given, as
-in evaluation (and as :class:`~paperports.integrations.torch.RecurrentBatchNorm` does).
+in evaluation (and as :class:`~paperports.integrations.torch.RecurrentBatchNorm` does). With
+``all_fixed``, every step is normalised with the statistics it is given (``BNLSTM``'s
+``random_t_max`` training), and the batch statistics are still returned for the update.
 """
 
 from __future__ import annotations
@@ -114,6 +116,13 @@ def _affine(x: Tensor, mean: Tensor, scale: Tensor, shift: Tensor | None, *, out
     return out if shift is None else out.add_(shift)
 
 
+def _observe(out: Tensor, x: Tensor) -> None:
+    """The batch mean and biased variance of ``x`` ``(n, F)`` into ``out`` ``(2, F)``."""
+    var, mean = torch.var_mean(x, dim=0, correction=0)
+    out[0].copy_(mean)
+    out[1].copy_(var)
+
+
 def _affine_backward(
     d_out: Tensor,
     x: Tensor,
@@ -144,11 +153,12 @@ class BNLSTMSequence(torch.autograd.Function):
     with each step's batch statistics (the bias :math:`b` is the input norm's shift).
 
     ``apply(x, weight_ih, h0, c0, weight_hh, gamma_x, bias, gamma_h, gamma_c, beta_c,
-    batch_sizes, eps, single)`` with ``x`` ``(T, B, I)``, ``h0, c0`` ``(B, H)``, ``bias``
-    possibly ``None``, ``batch_sizes`` a list of ``T`` non-increasing ints (``None``: all
-    ``B``), ``eps`` the three norms' epsilons ``(x, h, c)`` and ``single`` ``(3, 2, T, 4H)``
-    the running mean and inverse standard deviation of each norm for the steps where one
-    row runs (``None`` when there is none). Returns ``(output (T, B, H), h_T, c_T,
+    batch_sizes, eps, fixed, all_fixed)`` with ``x`` ``(T, B, I)``, ``h0, c0`` ``(B, H)``,
+    ``bias`` possibly ``None``, ``batch_sizes`` a list of ``T`` non-increasing ints
+    (``None``: all ``B``), ``eps`` the three norms' epsilons ``(x, h, c)`` and ``fixed``
+    ``(3, 2, T, 4H)`` the running mean and inverse standard deviation of each norm for the
+    steps where one row runs, or for every step if ``all_fixed`` (``None`` when no step
+    needs them). Returns ``(output (T, B, H), h_T, c_T,
     stats)``: ``stats`` ``(6, T, 4H)`` holds each step's batch mean and biased variance of
     the three norms, in the order ``x, h, c`` (the cell's in the first ``H`` columns), for
     the running statistics; it carries no gradient. Backward once only (no double backward).
@@ -173,7 +183,8 @@ class BNLSTMSequence(torch.autograd.Function):
         beta_c: Tensor,
         batch_sizes: list[int] | None,
         eps: tuple[float, float, float],
-        single: Tensor | None = None,
+        fixed: Tensor | None = None,
+        all_fixed: bool = False,
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         steps, batch, n_in = x.shape
         h4 = weight_ih.shape[0]
@@ -202,6 +213,8 @@ class BNLSTMSequence(torch.autograd.Function):
         th_all = buffer(steps, batch, hidden)
         mean = wx.new_zeros(3, steps, h4)  # x, h, c (c in the first H columns)
         invstd = wx.new_ones(3, steps, h4)
+        # with all_fixed, the batch statistics that the update reads: mean, biased variance
+        observed = wx.new_zeros(3, 2, steps, h4) if all_fixed else None
         double = g_gate_doubled(hidden, wx)
         gamma_x2, gamma_h2 = gamma_x * double, gamma_h * double
         bias2 = None if bias is None else bias * double
@@ -217,13 +230,17 @@ class BNLSTMSequence(torch.autograd.Function):
                 continue
             m, inv = mean[:, t], invstd[:, t]
             a = a_all[t, :n]
-            if n == 1:  # one row: normalise with the given running statistics
-                assert single is not None
-                m.copy_(single[:, 0, t])
-                inv.copy_(single[:, 1, t])
-                _affine(wx[t, :1], m[0], inv[0] * gamma_x2, bias2, out=x_bn[:1])
-                a.copy_(recurrent(hs[t, :1]))
-                _affine(a, m[1], inv[1], None, out=a_hat[:1])
+            given = n == 1 or all_fixed
+            if given:  # normalise with the given running statistics
+                assert fixed is not None
+                m.copy_(fixed[:, 0, t])
+                inv.copy_(fixed[:, 1, t])
+                _affine(wx[t, :n], m[0], inv[0] * gamma_x2, bias2, out=x_bn[:n])
+                a.copy_(recurrent(hs[t, :n]))
+                _affine(a, m[1], inv[1], None, out=a_hat[:n])
+                if observed is not None and n > 1:
+                    _observe(observed[0, :, t], wx[t, :n])
+                    _observe(observed[1, :, t], a)
             else:
                 bn(wx[t, :n], gamma_x2, bias2, None, None, True, 0.0, eps[0],
                    out=x_bn[:n], save_mean=m[0], save_invstd=inv[0])  # fmt: skip
@@ -235,8 +252,10 @@ class BNLSTMSequence(torch.autograd.Function):
             g = torch.add(minus_one, s[:, g_cols], alpha=2, out=s[:, g_cols])
             c = torch.mul(s[:, hidden : 2 * hidden], cs[t, :n], out=cs[t + 1, :n])
             c.addcmul_(s[:, :hidden], g)
-            if n == 1:
-                _affine(c, m[2, :hidden], inv[2, :hidden] * gamma_c2, beta_c2, out=y[:1])
+            if given:
+                _affine(c, m[2, :hidden], inv[2, :hidden] * gamma_c2, beta_c2, out=y[:n])
+                if observed is not None and n > 1:
+                    _observe(observed[2, :, t, :hidden], c)
             else:
                 bn(c, gamma_c2, beta_c2, None, None, True, 0.0, eps[2],
                    out=y[:n], save_mean=m[2, :hidden], save_invstd=inv[2, :hidden])  # fmt: skip
@@ -249,6 +268,7 @@ class BNLSTMSequence(torch.autograd.Function):
         ctx.sizes = sizes  # type: ignore[attr-defined]
         ctx.ragged = ragged  # type: ignore[attr-defined]
         ctx.eps = eps  # type: ignore[attr-defined]
+        ctx.all_fixed = all_fixed  # type: ignore[attr-defined]
         if ragged:
             running = torch.tensor(sizes, device=wx.device)[:, None] > torch.arange(
                 batch, device=wx.device
@@ -256,8 +276,11 @@ class BNLSTMSequence(torch.autograd.Function):
             output = hs[1:] * running[..., None].to(hs.dtype)  # outputs past the end: 0
         else:
             output = hs[1:].clone()
-        stats = torch.cat([mean, invstd.pow(-2) - wx.new_tensor(eps)[:, None, None]])
-        stats = stats[[0, 3, 1, 4, 2, 5]]
+        if observed is not None:
+            stats = observed.reshape(6, steps, h4)
+        else:
+            stats = torch.cat([mean, invstd.pow(-2) - wx.new_tensor(eps)[:, None, None]])
+            stats = stats[[0, 3, 1, 4, 2, 5]]
         ctx.mark_non_differentiable(stats)
         return output, hs[steps].clone(), cs[steps].clone(), stats
 
@@ -270,6 +293,7 @@ class BNLSTMSequence(torch.autograd.Function):
          th_all, mean, invstd) = ctx.saved_tensors  # fmt: skip
         sizes: list[int] = ctx.sizes
         eps: tuple[float, float, float] = ctx.eps
+        all_fixed: bool = ctx.all_fixed
         steps, batch, h4 = wx.shape
         hidden = h4 // 4
         ragged: bool = ctx.ragged
@@ -298,9 +322,10 @@ class BNLSTMSequence(torch.autograd.Function):
             s, th, ds = act[t, :n], th_all[t, :n], d_gates[:n]
             sigmoid_back(dh_t * th, s[:, o_cols], grad_input=ds[:, o_cols])
             tanh_back(dh_t * s[:, o_cols], th, grad_input=dy[:n])
-            if n == 1:  # normalised with fixed statistics: an affine map's backward
-                _affine_backward(dy[:1], cs[t + 1, :1], gamma_c, mean[2, t, :hidden],
-                                 invstd[2, t, :hidden], dc_bn[:1], d_gamma[2, t, :hidden],
+            given = n == 1 or all_fixed
+            if given:  # normalised with fixed statistics: an affine map's backward
+                _affine_backward(dy[:n], cs[t + 1, :n], gamma_c, mean[2, t, :hidden],
+                                 invstd[2, t, :hidden], dc_bn[:n], d_gamma[2, t, :hidden],
                                  d_beta[2, t, :hidden])  # fmt: skip
             else:
                 bn_back(dy[:n], cs[t + 1, :n], gamma_c, None, None, mean[2, t, :hidden],
@@ -310,11 +335,11 @@ class BNLSTMSequence(torch.autograd.Function):
             sigmoid_back(dc_t * s[:, g_cols], s[:, i_cols], grad_input=ds[:, i_cols])
             sigmoid_back(dc_t * cs[t, :n], s[:, f_cols], grad_input=ds[:, f_cols])
             tanh_back(dc_t * s[:, i_cols], s[:, g_cols], grad_input=ds[:, g_cols])
-            if n == 1:
-                _affine_backward(ds, a_all[t, :1], gamma_h, mean[1, t], invstd[1, t],
-                                 d_a[t, :1], d_gamma[1, t], d_beta[1, t])  # fmt: skip
-                _affine_backward(ds, wx[t, :1], gamma_x, mean[0, t], invstd[0, t],
-                                 d_wx[t, :1], d_gamma[0, t], d_beta[0, t])  # fmt: skip
+            if given:
+                _affine_backward(ds, a_all[t, :n], gamma_h, mean[1, t], invstd[1, t],
+                                 d_a[t, :n], d_gamma[1, t], d_beta[1, t])  # fmt: skip
+                _affine_backward(ds, wx[t, :n], gamma_x, mean[0, t], invstd[0, t],
+                                 d_wx[t, :n], d_gamma[0, t], d_beta[0, t])  # fmt: skip
             else:
                 bn_back(ds, a_all[t, :n], gamma_h, None, None, mean[1, t], invstd[1, t], True,
                         eps[1], everything, out0=d_a[t, :n], out1=d_gamma[1, t],
@@ -343,6 +368,7 @@ class BNLSTMSequence(torch.autograd.Function):
             d_gamma_sum[1],
             d_gamma_sum[2, :hidden],
             d_beta_sum[2, :hidden],
+            None,
             None,
             None,
             None,

@@ -85,6 +85,11 @@ class RecurrentBatchNorm(nn.Module):
         device: Where to create the parameters and statistics.
         dtype: Their floating-point type.
 
+    In training, ``stale_from`` (a step >= 1) normalises the steps from it on with the
+    running statistics of step ``stale_from - 1`` as they are when called, as evaluation
+    past a ``t_max`` of ``stale_from`` would; their batch statistics still update their
+    own (``BNLSTM``'s ``random_t_max`` draws it).
+
     Shapes:
         - input: ``(T, B, F)``, the steps ``start .. start + T - 1`` (``start >= 0``);
           ``mask``: ``(T, B)`` booleans, true where a sequence is running.
@@ -252,7 +257,13 @@ class RecurrentBatchNorm(nn.Module):
             )
         self._agreed = True
 
-    def forward(self, x: Tensor, start: int = 0, mask: Tensor | None = None) -> Tensor:
+    def forward(
+        self,
+        x: Tensor,
+        start: int = 0,
+        mask: Tensor | None = None,
+        stale_from: int | None = None,
+    ) -> Tensor:
         who = type(self).__name__
         check_floating_tensor("input", x, dtype=self.weight.dtype, who=who, module="module")
         if x.dim() != 3 or x.shape[-1] != self.num_features:
@@ -262,13 +273,15 @@ class RecurrentBatchNorm(nn.Module):
         start = check_int("start", start, minimum=0, who=who)
         if mask is not None:
             check_mask("mask", mask, (x.shape[0], x.shape[1]), who=who)
+        if stale_from is not None:
+            stale_from = check_int("stale_from", stale_from, minimum=1, who=who)
         if x.numel() == 0:  # no step or no sequence: nothing to normalise or to track
             return x * self.weight
         if self.training:
             self.agree_across_processes()
             if mask is None:
                 check_batch_for_statistics(x.shape[1], tuple(x.shape), who=who)
-            x_hat, mean, var, count = self._batch_normalise(x, mask, start)
+            x_hat, mean, var, count = self._batch_normalise(x, mask, start, stale_from)
             self.update_statistics(start, mean.squeeze(1), var.squeeze(1), count)
             return self._scale_shift(x_hat)
         scale, shift = self.affine(start, x.shape[0])
@@ -281,11 +294,16 @@ class RecurrentBatchNorm(nn.Module):
         value of the model's state rather than a constant of the trace."""
         return self.steps_tracked.clamp(min=1, max=self.allocated_steps) - 1
 
-    def running_statistics(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
+    def running_statistics(
+        self, start: int, steps: int, upto: int | None = None
+    ) -> tuple[Tensor, Tensor]:
         """The running mean and variance that steps ``start .. start + steps - 1`` use in
-        evaluation, each ``(steps, F)``: their own, or the last tracked step's past it."""
+        evaluation, each ``(steps, F)``: their own, or the last tracked step's past it
+        (past step ``upto`` too, where given: evaluation as if ``t_max`` were ``upto + 1``)."""
         idx = torch.arange(start, start + steps, device=self.running_mean.device)
         idx = torch.minimum(idx, self.last_tracked_step())
+        if upto is not None:
+            idx = idx.clamp(max=upto)
         return self.running_mean[idx], self.running_var[idx]
 
     def affine(self, start: int, steps: int) -> tuple[Tensor, Tensor]:
@@ -306,18 +324,26 @@ class RecurrentBatchNorm(nn.Module):
         return out + self.bias if self.bias is not None else out
 
     def _batch_normalise(
-        self, x: Tensor, mask: Tensor | None, start: int
+        self, x: Tensor, mask: Tensor | None, start: int, stale_from: int | None = None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(x_hat, mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` over the batch.
 
         Steps with fewer than two running sequences are normalised with their running
-        statistics (``count`` says which: the update skips them)."""
+        statistics (``count`` says which: the update skips them); so are steps at or past
+        ``stale_from``, with those of step ``stale_from - 1``, as evaluation past a
+        ``t_max`` of ``stale_from`` would (their batch statistics still update theirs)."""
         mean, var, count = self._batch_statistics(x, mask)
         few = (count < 2).unsqueeze(1)  # (T, 1, 1): a statistic of one value is no statistic
+        stale = stale_from is not None and stale_from < start + x.shape[0]
         # without a mask every step has the whole batch, of two or more (forward checks it)
-        if mask is None or (values_known(count) and not bool(few.any())):
+        if not stale and (mask is None or (values_known(count) and not bool(few.any()))):
             return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count
-        running_mean, running_var = self.running_statistics(start, x.shape[0])
+        upto = None if stale_from is None else stale_from - 1
+        running_mean, running_var = self.running_statistics(start, x.shape[0], upto)
+        if stale:
+            assert stale_from is not None
+            step = torch.arange(start, start + x.shape[0], device=few.device)
+            few = few | (step >= stale_from)[:, None, None]
         use_mean = torch.where(few, running_mean[:, None].to(x.dtype), mean)
         use_var = torch.where(few, running_var[:, None].to(x.dtype), var)
         return (x - use_mean) * torch.rsqrt(use_var + self.eps), mean, var, count

@@ -1,0 +1,149 @@
+"""``BNLSTM(random_t_max=p)``: training batches normalised as if ``t_max`` were an earlier
+step, identically on the fast path, the per-step path and under ``torch.jit.script``."""
+
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+
+from paperports.integrations.torch import BNLSTM, RecurrentBatchNorm
+from paperports.integrations.torch.bn_lstm import draw_stale_from, per_step_computation
+from paperports.integrations.torch.bn_lstm_training import BNLSTMSequence
+
+
+def _model(**kw: object) -> BNLSTM:
+    torch.manual_seed(0)
+    model = BNLSTM(3, 4, t_max=8, **kw).double()  # type: ignore[arg-type]
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+        model(torch.randn(6, 5, 3, dtype=torch.float64) + 1)  # statistics not 0 and 1
+    return model
+
+
+def _train_once(
+    model: torch.nn.Module, x: torch.Tensor, lengths: torch.Tensor | None, seed: int
+) -> list[torch.Tensor]:
+    x = x.clone().requires_grad_()
+    torch.manual_seed(seed)  # the draw of the step comes from torch's default generator
+    out, (h, c) = model(x, lengths=lengths)
+    (out.pow(2).sum() + h.sum() + c.sum()).backward()
+    grads = [x.grad] + [p.grad for p in model.parameters()]
+    return [out, h, c, *grads, *model.buffers()]  # type: ignore[list-item]
+
+
+def test_the_draw_is_a_step_of_the_second_half_with_the_given_probability() -> None:
+    torch.manual_seed(0)
+    draws = [draw_stale_from(0.5, 9) for _ in range(2000)]
+    steps = [d for d in draws if d is not None]
+    assert 0.45 < len(steps) / len(draws) < 0.55
+    assert set(steps) == {5, 6, 7, 8}  # ceil(9 / 2) .. 8: the last step may be the first stale
+    assert all(draw_stale_from(1.0, 1) is None for _ in range(5))  # one step: nothing earlier
+    state = torch.get_rng_state()
+    assert draw_stale_from(0.0, 9) is None
+    assert torch.equal(torch.get_rng_state(), state)  # the paper's training draws nothing
+
+
+@pytest.mark.parametrize("lengths", [None, [6, 3, 5, 2], [6, 6, 2, 4]])
+def test_fast_path_per_step_path_and_script_train_alike(lengths: list[int] | None) -> None:
+    """Values, gradients and running statistics in float64, for several draws (some
+    batches stale from a step, some not), where the longest sequence runs alone at its
+    last step and where it does not, in a stacked bidirectional BN-LSTM."""
+    fast = _model(num_layers=2, bidirectional=True, random_t_max=0.7)
+    slow, script_src = copy.deepcopy(fast), copy.deepcopy(fast)
+    scripted = torch.jit.script(script_src)
+    lens = None if lengths is None else torch.tensor(lengths)
+    stale = 0
+    for seed in range(6):
+        x = torch.randn(6, 4, 3, dtype=torch.float64)
+        torch.manual_seed(seed)
+        stale += draw_stale_from(0.7, 6) is not None
+        for m in (fast, slow, script_src):
+            m.zero_grad()
+        got = _train_once(fast, x, lens, seed)
+        with per_step_computation():
+            ref = _train_once(slow, x, lens, seed)
+        scripted_run = _train_once(scripted, x, lens, seed)[:4]
+        scripted_run += [p.grad for p in script_src.parameters()] + list(script_src.buffers())
+        for a, b, c in zip(got, ref, scripted_run, strict=True):
+            torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+            torch.testing.assert_close(c, b, rtol=1e-7, atol=1e-9)
+    assert 0 < stale < 6  # both kinds of batch were compared
+
+
+def test_steps_from_the_drawn_one_use_its_predecessors_statistics() -> None:
+    """Before the drawn step the batch trains as in the paper's training; from it on it
+    does not (the norm-level test below shows which statistics it uses), and the batch
+    statistics still update every step's own."""
+    model = _model(random_t_max=1.0)
+    paper = copy.deepcopy(model)
+    paper.random_t_max = 0.0
+    x = torch.randn(8, 5, 3, dtype=torch.float64)
+    torch.manual_seed(3)
+    tau = draw_stale_from(1.0, 8)
+    assert tau is not None
+    torch.manual_seed(3)
+    out = model(x)[0]
+    ref = paper(x)[0]
+    torch.testing.assert_close(out[:tau], ref[:tau])
+    assert not torch.allclose(out[tau:], ref[tau:])
+    # every step's own statistics were updated by its batch statistics (8 steps tracked)
+    assert int(model.bn_c_l0.steps_tracked) == 8
+    assert not torch.equal(model.bn_c_l0.running_mean[tau:], paper.bn_c_l0.running_mean[tau:])
+
+
+def test_the_norm_normalises_stale_steps_with_the_earlier_running_statistics() -> None:
+    torch.manual_seed(0)
+    norm = RecurrentBatchNorm(3, t_max=10, gamma_init=1.0).double()
+    norm(torch.randn(6, 8, 3, dtype=torch.float64) * 2 + 1)  # statistics of six steps
+    mean, var = norm.running_mean.clone(), norm.running_var.clone()
+    x = torch.randn(6, 8, 3, dtype=torch.float64)
+    out = norm(x, start=0, stale_from=4)
+    batch = (x - x.mean(1, keepdim=True)) / (x.var(1, unbiased=False, keepdim=True) + 1e-5).sqrt()
+    torch.testing.assert_close(out[:4], batch[:4])
+    stale = (x[4:] - mean[3]) / (var[3] + 1e-5).sqrt()
+    torch.testing.assert_close(out[4:], stale)
+    assert not torch.equal(norm.running_mean[4:], mean[4:])  # still updated from the batch
+
+
+def test_gradcheck_with_every_step_normalised_by_given_statistics() -> None:
+    torch.manual_seed(0)
+    steps, batch, hidden = 5, 4, 3
+    x = torch.randn(steps, batch, 2, dtype=torch.float64, requires_grad=True)
+    shapes = [(4 * hidden, 2), (batch, hidden), (batch, hidden), (4 * hidden, hidden)]
+    params = [torch.randn(*s) for s in shapes]
+    params += [torch.rand(4 * hidden) + 0.1, torch.randn(4 * hidden), torch.rand(4 * hidden) + 0.1]
+    params += [torch.rand(hidden) + 0.1, torch.randn(hidden)]
+    params = [p.double().requires_grad_() for p in params]
+    fixed = torch.stack([torch.randn(3, steps, 4 * hidden), torch.rand(3, steps, 4 * hidden)])
+    fixed = fixed.transpose(0, 1).double() + torch.tensor([0.0, 0.5]).double()[:, None, None]
+    sizes = [4, 4, 3, 1, 1]
+
+    def run(*args: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        out, h, c, _ = BNLSTMSequence.apply(*args, sizes, (1e-5,) * 3, fixed, True)
+        return out, h, c
+
+    assert torch.autograd.gradcheck(run, (x, *params))
+
+
+@pytest.mark.parametrize("value", [-0.1, 1.5, float("nan"), "0.5"])
+def test_a_bad_probability_is_refused_by_name(value: object) -> None:
+    with pytest.raises((ValueError, TypeError), match="random_t_max"):
+        BNLSTM(3, 4, random_t_max=value)  # type: ignore[arg-type]
+
+
+def test_graph_capture_of_a_drawing_training_step_is_refused_and_evaluation_traces() -> None:
+    model = _model(random_t_max=0.5)
+    x = torch.randn(6, 2, 3, dtype=torch.float64)
+    with warnings.catch_warnings(), pytest.raises(NotImplementedError, match="random_t_max"):
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)
+        torch.jit.trace(model, (x,), check_trace=False)
+    model.eval()  # evaluation draws nothing: it traces as before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks, constant
+        traced = torch.jit.trace(model, (x,))
+    torch.testing.assert_close(traced(x)[0], model(x)[0])
+    assert "random_t_max=0.5" in repr(model)

@@ -8,9 +8,8 @@ a running sum of Gaussian inputs, which of two symbols has been counted more oft
 (among three), and the parity of a running count. The models (``nn.LSTM`` from the
 BN-LSTM's initial weights, as in ``paperports reproduce bnlstm``) train on sequences of
 ``T`` steps and are tested on sequences of ``4 T``; the score is the accuracy over the
-steps past ``T``. All start with a forget-gate bias of 3 (long memories: the BN-LSTM's
-normalised recurrent and input terms have mean 0, so only the bias can hold its forget
-gate open; at the default of 1 it learns a leakier memory, the ``forget bias 1`` columns).
+steps past ``T``. All start with a forget-gate bias of 3, a common choice for long
+memories (the ``forget bias 1`` columns are a BN-LSTM from the default of 1).
 The BN-LSTM trained as in the paper is evaluated with each way of normalising those steps:
 
 * ``last``: the statistics of the last trained step (the paper's rule);

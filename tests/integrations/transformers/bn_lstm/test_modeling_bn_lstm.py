@@ -357,6 +357,7 @@ def test_a_batch_with_every_label_ignored_has_loss_zero_not_nan() -> None:
         ({"hidden_size": 0}, "hidden_size"),
         ({"num_hidden_layers": 1.5}, "num_hidden_layers"),
         ({"dropout": 1.5}, "dropout"),
+        ({"random_t_max": 1.5}, "random_t_max"),
     ],
 )
 def test_config_values_are_checked(kwargs: dict, match: str) -> None:
@@ -412,3 +413,12 @@ def test_a_bidirectional_encoder_pools_both_directions_and_round_trips(tmp_path:
         optimizer.step()
         losses.append(loss.item())
     assert losses[-1] < 0.2 * losses[0], losses
+
+
+def test_random_t_max_reaches_the_encoder_and_survives_save_and_load(tmp_path: Path) -> None:
+    model = BnLstmForCausalLM(BnLstmConfig(vocab_size=30, hidden_size=8, random_t_max=0.5))
+    assert model.bn_lstm.encoder.random_t_max == 0.5
+    model.save_pretrained(tmp_path)
+    loaded = BnLstmForCausalLM.from_pretrained(tmp_path)
+    assert loaded.config.random_t_max == 0.5 and loaded.bn_lstm.encoder.random_t_max == 0.5
+    assert BnLstmModel(_tiny()).encoder.random_t_max == 0.0  # the paper's training

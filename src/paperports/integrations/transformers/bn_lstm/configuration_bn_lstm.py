@@ -50,6 +50,11 @@ class BnLstmConfig(PreTrainedConfig):
             Update rate of the running statistics.
         bn_eps (`float`, *optional*, defaults to 1e-5):
             Added to the batch variances.
+        random_t_max (`float`, *optional*, defaults to 0.0):
+            The fraction of training batches normalised, from a random step of their second
+            half on, with the statistics of the step before, as evaluation past `t_max`
+            normalises (`BNLSTM`'s `random_t_max`): it trains the model for sequences longer
+            than the trained ones. 0 is the paper's training.
         classifier_dropout (`float`, *optional*, defaults to 0.0):
             Dropout before the sequence-classification head (`None`: 0.0).
         initializer_range (`float`, *optional*, defaults to 0.02):
@@ -80,6 +85,7 @@ class BnLstmConfig(PreTrainedConfig):
         forget_bias: float = 1.0,
         bn_momentum: float = 0.1,
         bn_eps: float = 1e-5,
+        random_t_max: float = 0.0,
         classifier_dropout: float | None = 0.0,
         initializer_range: float = 0.02,
         **kwargs: Any,
@@ -117,6 +123,7 @@ class BnLstmConfig(PreTrainedConfig):
         check_float("forget_bias", forget_bias, who=who)
         check_float("bn_momentum", bn_momentum, minimum=0.0, maximum=1.0, who=who)
         check_float("bn_eps", bn_eps, minimum=0.0, open_low=True, who=who)
+        check_probability("random_t_max", random_t_max, who=who)
         check_float("initializer_range", initializer_range, minimum=0.0, who=who)
         self.vocab_size = vocab_size
         self.input_size = input_size if input_size is not None else hidden_size
@@ -130,6 +137,7 @@ class BnLstmConfig(PreTrainedConfig):
         self.forget_bias = forget_bias
         self.bn_momentum = bn_momentum
         self.bn_eps = bn_eps
+        self.random_t_max = random_t_max
         self.classifier_dropout = classifier_dropout
         self.initializer_range = initializer_range
         super().__init__(**kwargs)

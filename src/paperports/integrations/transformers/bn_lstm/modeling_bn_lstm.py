@@ -158,6 +158,7 @@ class BnLstmModel(BnLstmPreTrainedModel):
             forget_bias=config.forget_bias,
             momentum=config.bn_momentum,
             eps=config.bn_eps,
+            random_t_max=config.random_t_max,
         )
         self.encoder.reserve_steps(config.statistics_steps)
         self.post_init()

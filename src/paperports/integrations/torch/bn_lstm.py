@@ -25,11 +25,13 @@ from paperports._checks import (
     check_probability,
     values_known,
 )
+from paperports.integrations.torch.bn_lstm_kernels import ops, uses_kernels
 from paperports.integrations.torch.bn_lstm_script import reverse_within_lengths as _reverse
 from paperports.integrations.torch.bn_lstm_training import (
     BNLSTMSequence,
     g_gate_doubled,
     matmul_by,
+    packed_weight,
 )
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
 
@@ -900,13 +902,15 @@ def _sequence_eval(
     s_hh, b_hh = p.bn_hh.affine(0, steps)
     s_c, b_c = p.bn_c.affine(0, steps)
     shift = b_x + b_hh if p.bias is None else b_x + b_hh + p.bias
+    needs_grad = torch.is_grad_enabled() and any(
+        v.requires_grad for v in (x, h, c, *p.parameters())
+    )
+    if not needs_grad and uses_kernels(x, h, c, p.weight_hh):
+        return _sequence_eval_fused(p, x, h, c, batch_sizes, (s_x, shift, s_hh, s_c, b_c))
     # tanh(z) = 2 sigmoid(2 z) - 1, and on CPU sigmoid is several times faster than tanh:
     # with the g gate's and the cell norm's maps doubled, sigmoids do all the work
     double = g_gate_doubled(hidden, x)
     s_x, shift, s_hh, s_c, b_c = s_x * double, shift * double, s_hh * double, 2 * s_c, 2 * b_c
-    needs_grad = torch.is_grad_enabled() and any(
-        v.requires_grad for v in (x, h, c, *p.parameters())
-    )
     if needs_grad:
         wx = F.linear(x, p.weight_ih)
         recurrent: Callable[[Tensor], Tensor] = partial(F.linear, weight=p.weight_hh)
@@ -932,6 +936,35 @@ def _sequence_eval(
             h, c = torch.cat([h_new, h[n:]]), torch.cat([c_new, c[n:]])
             outputs.append(F.pad(h_new, (0, 0, 0, batch - n)))
     return torch.stack(outputs), h, c
+
+
+def _sequence_eval_fused(
+    p: _LayerParams,
+    x: Tensor,
+    h: Tensor,
+    c: Tensor,
+    batch_sizes: list[int] | None,
+    maps: tuple[Tensor, Tensor, Tensor, Tensor, Tensor],
+) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_sequence_eval` with the fused kernels (``bn_lstm_kernels``): the input
+    products in one matrix product, then the loop over steps in C++ (per step, the
+    recurrent product and one pass for the rest). ``maps``: the per-step affine maps
+    ``(s_x, shift, s_hh, s_c, b_c)`` of the three norms."""
+    s_x, shift, s_hh, s_c, b_c = maps
+    steps, batch, hidden = x.shape[0], x.shape[1], p.hidden_size
+    flat = x.reshape(steps * batch, p.input_size)
+    wx = matmul_by(p.weight_ih, steps * batch)(flat).view(steps, batch, -1)
+    ragged = batch_sizes is not None and batch_sizes[-1] < batch
+    hs, cs = x.new_empty(steps + 1, batch, hidden), x.new_empty(steps + 1, batch, hidden)
+    hs[0], cs[0] = h, c
+    weight, onednn = packed_weight(p.weight_hh, batch)
+    ops().eval_sequence(wx, s_x, shift, s_hh, s_c, b_c, weight, onednn, batch_sizes or [], hs, cs)
+    if ragged:
+        assert batch_sizes is not None
+        sizes = torch.tensor(batch_sizes, device=x.device)
+        running = sizes[:, None] > torch.arange(batch, device=x.device)
+        return hs[1:] * running[..., None].to(x.dtype), hs[steps].clone(), cs[steps].clone()
+    return hs[1:], hs[steps].clone(), cs[steps].clone()
 
 
 def _sequence_train(

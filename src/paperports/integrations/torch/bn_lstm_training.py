@@ -30,7 +30,9 @@ import torch
 from torch import Tensor
 from torch.autograd.function import FunctionCtx, once_differentiable
 
-__all__ = ["BNLSTMSequence", "g_gate_doubled", "matmul_by"]
+from paperports.integrations.torch.bn_lstm_kernels import ops, uses_kernels
+
+__all__ = ["BNLSTMSequence", "g_gate_doubled", "matmul_by", "packed_weight"]
 
 _aten = torch.ops.aten
 
@@ -81,6 +83,15 @@ def matmul_by(weight: Tensor, batch: int) -> Callable[[Tensor], Tensor]:
         return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
     w_t = weight.detach().t()
     return lambda x: torch.mm(x, w_t)
+
+
+def packed_weight(weight: Tensor, batch: int) -> tuple[Tensor, bool]:
+    """What :func:`matmul_by` multiplies by, for the kernels' own loops: ``(packed, True)``
+    for oneDNN's linear, else ``(weight.T, False)`` for ``torch.mm``."""
+    if _use_onednn(weight):
+        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), batch)
+        return packed, True
+    return weight.detach().t(), False
 
 
 def _matmul(a: Tensor, b: Tensor) -> Tensor:
@@ -200,8 +211,11 @@ class BNLSTMSequence(torch.autograd.Function):
         hs = wx.new_empty(steps + 1, batch, hidden)  # h_0 .. h_T
         cs = wx.new_empty(steps + 1, batch, hidden)
         hs[0], cs[0] = h0, c0
+        fused = uses_kernels(wx, weight_hh, gamma_x, gamma_h, gamma_c, beta_c)
+        # W_h h_{t-1} per step: the kernels keep each product as it comes (no copy)
+        a_steps: list[Tensor] = []
         a_all, act, gates = (
-            buffer(steps, batch, h4),
+            wx.new_empty(0) if fused else buffer(steps, batch, h4),
             buffer(steps, batch, h4),
             wx.new_empty(batch, h4),
         )
@@ -229,8 +243,21 @@ class BNLSTMSequence(torch.autograd.Function):
             if n == 0:
                 continue
             m, inv = mean[:, t], invstd[:, t]
-            a = a_all[t, :n]
             given = n == 1 or all_fixed
+            if fused:  # all of the step but the product in one kernel (bn_lstm_kernels)
+                if given:
+                    assert fixed is not None
+                    m.copy_(fixed[:, 0, t])
+                    inv.copy_(fixed[:, 1, t])
+                a = recurrent(hs[t, :n])
+                a_steps.append(a)
+                ops().train_forward(
+                    wx[t, :n], a, cs[t, :n], gamma_x, bias, gamma_h, gamma_c, beta_c, m, inv,
+                    act[t, :n], cs[t + 1, :n], th_all[t, :n], hs[t + 1, :n],
+                    None if observed is None or n == 1 else observed[:, :, t], given, *eps,
+                )  # fmt: skip
+                continue
+            a = a_all[t, :n]
             if given:  # normalise with the given running statistics
                 assert fixed is not None
                 m.copy_(fixed[:, 0, t])
@@ -269,6 +296,8 @@ class BNLSTMSequence(torch.autograd.Function):
         ctx.ragged = ragged  # type: ignore[attr-defined]
         ctx.eps = eps  # type: ignore[attr-defined]
         ctx.all_fixed = all_fixed  # type: ignore[attr-defined]
+        ctx.fused = fused  # type: ignore[attr-defined]
+        ctx.a_steps = a_steps  # type: ignore[attr-defined]  # intermediates, never seen outside
         if ragged:
             running = torch.tensor(sizes, device=wx.device)[:, None] > torch.arange(
                 batch, device=wx.device
@@ -306,14 +335,25 @@ class BNLSTMSequence(torch.autograd.Function):
             wx.new_empty(batch, hidden),
             wx.new_empty(batch, hidden),
         )
-        dh = hs.new_zeros(batch, hidden) if d_h_last is None else d_h_last.clone()
-        dc = cs.new_zeros(batch, hidden) if d_c_last is None else d_c_last.clone()
+        as_rows = torch.contiguous_format  # the kernels read rows; an expanded grad has none
+        dh = (
+            hs.new_zeros(batch, hidden)
+            if d_h_last is None
+            else d_h_last.clone(memory_format=as_rows)
+        )
+        dc = (
+            cs.new_zeros(batch, hidden)
+            if d_c_last is None
+            else d_c_last.clone(memory_format=as_rows)
+        )
         back = matmul_by(weight_hh.t(), batch)  # dh_{t-1} = da_t W_h
         i_cols, f_cols = slice(0, hidden), slice(hidden, 2 * hidden)
         g_cols, o_cols = slice(2 * hidden, 3 * hidden), slice(3 * hidden, h4)
         bn_back = _aten.native_batch_norm_backward.out
         sigmoid_back, tanh_back = _aten.sigmoid_backward.grad_input, _aten.tanh_backward.grad_input
         everything = [True, True, True]
+        if ctx.fused:
+            return _fused_backward(ctx, d_out, dh, dc, back, sizes, all_fixed)
         for t in range(steps - 1, -1, -1):
             n = sizes[t]
             if n == 0:
@@ -373,3 +413,60 @@ class BNLSTMSequence(torch.autograd.Function):
             None,
             None,
         )
+
+
+def _fused_backward(
+    ctx: Any,
+    d_out: Tensor,
+    dh: Tensor,
+    dc: Tensor,
+    back: Callable[[Tensor], Tensor],
+    sizes: list[int],
+    all_fixed: bool,
+) -> tuple[Tensor | None, ...]:
+    r""":class:`BNLSTMSequence`'s backward with the fused step kernel: per step, the kernel
+    (everything from the step's output gradient down to those of its two products) and one
+    product :math:`\partial a_t W_h`."""
+    (x, weight_ih, wx, _weight_hh, gamma_x, bias, gamma_h, gamma_c, hs, cs, _a_all, act,
+     th_all, mean, invstd) = ctx.saved_tensors  # fmt: skip
+    steps, batch, h4 = wx.shape
+    hidden = h4 // 4
+    d_out = d_out.contiguous()  # e.g. expanded from a sum's backward
+    d_wx = wx.new_zeros(wx.shape) if ctx.ragged else torch.empty_like(wx)
+    d_a = wx.new_zeros(wx.shape) if ctx.ragged else torch.empty_like(wx)
+    d_gamma, d_beta = wx.new_zeros(3, h4), wx.new_zeros(3, h4)  # x, h, c: summed over steps
+    step = ops().train_backward
+    a_steps: list[Tensor] = ctx.a_steps  # one per step that ran (backward may run again)
+    k = len(a_steps)
+    for t in range(steps - 1, -1, -1):
+        n = sizes[t]
+        if n == 0:
+            continue
+        k -= 1
+        step(
+            dh[:n], d_out[t, :n], act[t, :n], th_all[t, :n], cs[t, :n], cs[t + 1, :n],
+            a_steps[k], wx[t, :n], gamma_x, gamma_h, gamma_c, mean[:, t], invstd[:, t],
+            n == 1 or all_fixed, bias is not None, dc[:n], d_a[t, :n], d_wx[t, :n], d_gamma,
+            d_beta,
+        )  # fmt: skip
+        if n < batch:  # finished rows pass their gradient on unchanged
+            dh[:n] = back(d_a[t, :n])
+        else:
+            dh = back(d_a[t])
+    d_wx_flat = d_wx.view(-1, h4)
+    return (
+        _matmul(d_wx_flat, weight_ih).view(x.shape),
+        _transposed_matmul(d_wx_flat, x.reshape(-1, x.shape[-1])),
+        dh,
+        dc,
+        _transposed_matmul(d_a.view(-1, h4), hs[:-1].reshape(-1, hidden)),
+        d_gamma[0],
+        None if bias is None else d_beta[0],
+        d_gamma[1],
+        d_gamma[2, :hidden],
+        d_beta[2, :hidden],
+        None,
+        None,
+        None,
+        None,
+    )

@@ -234,29 +234,22 @@ class BNLSTMSequence(torch.autograd.Function):
         bias2 = None if bias is None else bias * double
         gamma_c2, beta_c2 = 2 * gamma_c, 2 * beta_c
         minus_one = wx.new_tensor(-1.0)
+        if fused:  # the loop in C++: per step the product and one kernel (bn_lstm_kernels)
+            weight, onednn = packed_weight(weight_hh, batch)
+            a_steps = ops().train_forward_sequence(
+                wx, weight, onednn, gamma_x, bias, gamma_h, gamma_c, beta_c, fixed, all_fixed,
+                sizes, *eps, hs, cs, act, th_all, mean, invstd, observed,
+            )  # fmt: skip
         recurrent = matmul_by(weight_hh, batch)
         g_cols = slice(2 * hidden, 3 * hidden)
         bn = _aten.native_batch_norm.out
-        for t, n in enumerate(sizes):
+        for t, n in enumerate([] if fused else sizes):
             if n < batch:
                 hs[t + 1], cs[t + 1] = hs[t], cs[t]  # finished rows keep their state
             if n == 0:
                 continue
             m, inv = mean[:, t], invstd[:, t]
             given = n == 1 or all_fixed
-            if fused:  # all of the step but the product in one kernel (bn_lstm_kernels)
-                if given:
-                    assert fixed is not None
-                    m.copy_(fixed[:, 0, t])
-                    inv.copy_(fixed[:, 1, t])
-                a = recurrent(hs[t, :n])
-                a_steps.append(a)
-                ops().train_forward(
-                    wx[t, :n], a, cs[t, :n], gamma_x, bias, gamma_h, gamma_c, beta_c, m, inv,
-                    act[t, :n], cs[t + 1, :n], th_all[t, :n], hs[t + 1, :n],
-                    None if observed is None or n == 1 else observed[:, :, t], given, *eps,
-                )  # fmt: skip
-                continue
             a = a_all[t, :n]
             if given:  # normalise with the given running statistics
                 assert fixed is not None
@@ -346,14 +339,14 @@ class BNLSTMSequence(torch.autograd.Function):
             if d_c_last is None
             else d_c_last.clone(memory_format=as_rows)
         )
+        if ctx.fused:
+            return _fused_backward(ctx, d_out, dh, dc, sizes, all_fixed)
         back = matmul_by(weight_hh.t(), batch)  # dh_{t-1} = da_t W_h
         i_cols, f_cols = slice(0, hidden), slice(hidden, 2 * hidden)
         g_cols, o_cols = slice(2 * hidden, 3 * hidden), slice(3 * hidden, h4)
         bn_back = _aten.native_batch_norm_backward.out
         sigmoid_back, tanh_back = _aten.sigmoid_backward.grad_input, _aten.tanh_backward.grad_input
         everything = [True, True, True]
-        if ctx.fused:
-            return _fused_backward(ctx, d_out, dh, dc, back, sizes, all_fixed)
         for t in range(steps - 1, -1, -1):
             n = sizes[t]
             if n == 0:
@@ -420,39 +413,26 @@ def _fused_backward(
     d_out: Tensor,
     dh: Tensor,
     dc: Tensor,
-    back: Callable[[Tensor], Tensor],
     sizes: list[int],
     all_fixed: bool,
 ) -> tuple[Tensor | None, ...]:
-    r""":class:`BNLSTMSequence`'s backward with the fused step kernel: per step, the kernel
-    (everything from the step's output gradient down to those of its two products) and one
-    product :math:`\partial a_t W_h`."""
-    (x, weight_ih, wx, _weight_hh, gamma_x, bias, gamma_h, gamma_c, hs, cs, _a_all, act,
+    r""":class:`BNLSTMSequence`'s backward with the fused kernels: the loop over steps in
+    C++, per step one kernel (everything from the step's output gradient down to those of
+    its two products) and one product :math:`\partial a_t W_h`."""
+    (x, weight_ih, wx, weight_hh, gamma_x, bias, gamma_h, gamma_c, hs, cs, _a_all, act,
      th_all, mean, invstd) = ctx.saved_tensors  # fmt: skip
-    steps, batch, h4 = wx.shape
+    batch, h4 = wx.shape[1], wx.shape[2]
     hidden = h4 // 4
     d_out = d_out.contiguous()  # e.g. expanded from a sum's backward
     d_wx = wx.new_zeros(wx.shape) if ctx.ragged else torch.empty_like(wx)
     d_a = wx.new_zeros(wx.shape) if ctx.ragged else torch.empty_like(wx)
     d_gamma, d_beta = wx.new_zeros(3, h4), wx.new_zeros(3, h4)  # x, h, c: summed over steps
-    step = ops().train_backward
-    a_steps: list[Tensor] = ctx.a_steps  # one per step that ran (backward may run again)
-    k = len(a_steps)
-    for t in range(steps - 1, -1, -1):
-        n = sizes[t]
-        if n == 0:
-            continue
-        k -= 1
-        step(
-            dh[:n], d_out[t, :n], act[t, :n], th_all[t, :n], cs[t, :n], cs[t + 1, :n],
-            a_steps[k], wx[t, :n], gamma_x, gamma_h, gamma_c, mean[:, t], invstd[:, t],
-            n == 1 or all_fixed, bias is not None, dc[:n], d_a[t, :n], d_wx[t, :n], d_gamma,
-            d_beta,
-        )  # fmt: skip
-        if n < batch:  # finished rows pass their gradient on unchanged
-            dh[:n] = back(d_a[t, :n])
-        else:
-            dh = back(d_a[t])
+    back_weight, onednn = packed_weight(weight_hh.t(), batch)  # dh_{t-1} = da_t W_h
+    ops().train_backward_sequence(
+        d_out, act, th_all, cs, wx, ctx.a_steps, back_weight, onednn, gamma_x, gamma_h,
+        gamma_c, mean, invstd, sizes, all_fixed, bias is not None, dh, dc, d_a, d_wx, d_gamma,
+        d_beta,
+    )  # fmt: skip
     d_wx_flat = d_wx.view(-1, h4)
     return (
         _matmul(d_wx_flat, weight_ih).view(x.shape),

@@ -513,6 +513,76 @@ void eval_sequence(const at::Tensor& wx, const at::Tensor& s_x, const at::Tensor
   }
 }
 
+// A whole training forward of one layer and direction: per step the recurrent product and
+// train_forward, with BNLSTMSequence's buffers (hs, cs hold h_0, c_0 in their first step).
+// Steps where one row runs, or every step with all_fixed, read the given statistics
+// `fixed` (3, 2, T, 4H). Returns the recurrent products W_h h_{t-1} of the steps that ran,
+// which the backward reads.
+std::vector<at::Tensor> train_forward_sequence(
+    const at::Tensor& wx, const at::Tensor& weight, bool onednn, const at::Tensor& gamma_x,
+    const c10::optional<at::Tensor>& bias, const at::Tensor& gamma_h, const at::Tensor& gamma_c,
+    const at::Tensor& beta_c, const c10::optional<at::Tensor>& fixed, bool all_fixed,
+    at::IntArrayRef batch_sizes, double eps_x, double eps_h, double eps_c, at::Tensor hs,
+    at::Tensor cs, at::Tensor act, at::Tensor th, at::Tensor mean, at::Tensor invstd,
+    const c10::optional<at::Tensor>& observed) {
+  const int64_t steps = wx.size(0), batch = wx.size(1);
+  TORCH_CHECK(static_cast<int64_t>(batch_sizes.size()) == steps,
+              "paperports_bnlstm: batch_sizes must have one count per step");
+  std::vector<at::Tensor> products;
+  products.reserve(static_cast<size_t>(steps));
+  for (int64_t t = 0; t < steps; ++t) {
+    const int64_t n = batch_sizes[t];
+    if (n < batch) {  // finished rows keep their state
+      hs[t + 1].copy_(hs[t]);
+      cs[t + 1].copy_(cs[t]);
+    }
+    if (n == 0) continue;
+    at::Tensor m = mean.select(1, t), inv = invstd.select(1, t);
+    const bool given = n == 1 || all_fixed;
+    if (given) {
+      TORCH_CHECK(fixed.has_value(), "paperports_bnlstm: a step needs the given statistics");
+      m.copy_(fixed->select(1, 0).select(1, t));
+      inv.copy_(fixed->select(1, 1).select(1, t));
+    }
+    at::Tensor a = recurrent_product(hs[t].narrow(0, 0, n), weight, onednn);
+    c10::optional<at::Tensor> obs;
+    if (observed.has_value() && n > 1) obs = observed->select(2, t);
+    train_forward(wx[t].narrow(0, 0, n), a, cs[t].narrow(0, 0, n), gamma_x, bias, gamma_h,
+                  gamma_c, beta_c, m, inv, act[t].narrow(0, 0, n), cs[t + 1].narrow(0, 0, n),
+                  th[t].narrow(0, 0, n), hs[t + 1].narrow(0, 0, n), obs, given, eps_x, eps_h,
+                  eps_c);
+    products.push_back(std::move(a));
+  }
+  return products;
+}
+
+// The whole training backward, from the outputs' gradient d_out (T, B, H) and the last
+// state's (dh, dc, updated in place to the initial state's): per step train_backward and
+// dh_{t-1} = dA_t W_h (back_weight: W_h^T, packed as for recurrent_product).
+void train_backward_sequence(
+    const at::Tensor& d_out, const at::Tensor& act, const at::Tensor& th, const at::Tensor& cs,
+    const at::Tensor& wx, at::TensorList products, const at::Tensor& back_weight, bool onednn,
+    const at::Tensor& gamma_x, const at::Tensor& gamma_h, const at::Tensor& gamma_c,
+    const at::Tensor& mean, const at::Tensor& invstd, at::IntArrayRef batch_sizes,
+    bool all_fixed, bool with_bias, at::Tensor dh, at::Tensor dc, at::Tensor d_a,
+    at::Tensor d_wx, at::Tensor d_gamma, at::Tensor d_beta) {
+  const int64_t steps = wx.size(0);
+  int64_t k = static_cast<int64_t>(products.size());
+  for (int64_t t = steps - 1; t >= 0; --t) {
+    const int64_t n = batch_sizes[t];
+    if (n == 0) continue;
+    TORCH_CHECK(k > 0, "paperports_bnlstm: one recurrent product per step that ran");
+    --k;
+    at::Tensor da = d_a[t].narrow(0, 0, n);
+    train_backward(dh.narrow(0, 0, n), d_out[t].narrow(0, 0, n), act[t].narrow(0, 0, n),
+                   th[t].narrow(0, 0, n), cs[t].narrow(0, 0, n), cs[t + 1].narrow(0, 0, n),
+                   products[k], wx[t].narrow(0, 0, n), gamma_x, gamma_h, gamma_c,
+                   mean.select(1, t), invstd.select(1, t), n == 1 || all_fixed, with_bias,
+                   dc.narrow(0, 0, n), da, d_wx[t].narrow(0, 0, n), d_gamma, d_beta);
+    dh.narrow(0, 0, n).copy_(recurrent_product(da, back_weight, onednn));
+  }
+}
+
 }  // namespace
 
 TORCH_LIBRARY(paperports_bnlstm, m) {
@@ -527,6 +597,18 @@ TORCH_LIBRARY(paperports_bnlstm, m) {
       "Tensor mean, Tensor invstd, bool given, bool with_bias, Tensor(a!) dc, Tensor(b!) d_a, "
       "Tensor(c!) d_wx, Tensor(d!) d_gamma, Tensor(e!) d_beta) -> ()");
   m.def(
+      "train_forward_sequence(Tensor wx, Tensor weight, bool onednn, Tensor gamma_x, "
+      "Tensor? bias, Tensor gamma_h, Tensor gamma_c, Tensor beta_c, Tensor? fixed, "
+      "bool all_fixed, int[] batch_sizes, float eps_x, float eps_h, float eps_c, "
+      "Tensor(a!) hs, Tensor(b!) cs, Tensor(c!) act, Tensor(d!) th, Tensor(e!) mean, "
+      "Tensor(f!) invstd, Tensor(g!)? observed) -> Tensor[]");
+  m.def(
+      "train_backward_sequence(Tensor d_out, Tensor act, Tensor th, Tensor cs, Tensor wx, "
+      "Tensor[] products, Tensor back_weight, bool onednn, Tensor gamma_x, Tensor gamma_h, "
+      "Tensor gamma_c, Tensor mean, Tensor invstd, int[] batch_sizes, bool all_fixed, "
+      "bool with_bias, Tensor(a!) dh, Tensor(b!) dc, Tensor(c!) d_a, Tensor(d!) d_wx, "
+      "Tensor(e!) d_gamma, Tensor(f!) d_beta) -> ()");
+  m.def(
       "eval_sequence(Tensor wx, Tensor s_x, Tensor shift, Tensor s_hh, Tensor s_c, "
       "Tensor b_c, Tensor weight, bool onednn, int[] batch_sizes, Tensor(a!) hs, "
       "Tensor(b!) cs) -> ()");
@@ -540,9 +622,13 @@ TORCH_LIBRARY_IMPL(paperports_bnlstm, CPU, m) {
   m.impl("train_backward", &train_backward);
   m.impl("eval_step", &eval_step);
   m.impl("eval_sequence", &eval_sequence);
+  m.impl("train_forward_sequence", &train_forward_sequence);
+  m.impl("train_backward_sequence", &train_backward_sequence);
 }
 
 // oneDNN's packed weight is an MkldnnCPU tensor: the sequence's dispatch key when given one.
 TORCH_LIBRARY_IMPL(paperports_bnlstm, MkldnnCPU, m) {
   m.impl("eval_sequence", &eval_sequence);
+  m.impl("train_forward_sequence", &train_forward_sequence);
+  m.impl("train_backward_sequence", &train_backward_sequence);
 }

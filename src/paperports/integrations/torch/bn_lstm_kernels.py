@@ -5,9 +5,10 @@ reductions (three batch norms, the gates, the cell). Launched one by one from Py
 cost more than the product at the sizes of ``paperports bench bnlstm``. The kernels do all
 of a step but the product in a few passes over memory (sums over the batch for the
 statistics, elementwise work along the rows, each split over the CPU's threads and
-vectorised), and evaluation runs its whole loop over steps in C++. Training keeps
-:class:`~paperports.integrations.torch.bn_lstm_training.BNLSTMSequence`'s loop and saved
-tensors, so the kernels' forward and backward each pair with the Python ones.
+vectorised), and the loops over steps run in C++ (training's forward and backward, and
+evaluation). Training keeps
+:class:`~paperports.integrations.torch.bn_lstm_training.BNLSTMSequence`'s saved tensors,
+so the kernels' forward and backward each pair with the Python ones.
 
 They are compiled with the machine's C++ compiler the first time a BN-LSTM runs on CPU
 (about a minute; :func:`torch.utils.cpp_extension.load` caches the build under

@@ -11,7 +11,11 @@
 //   train_backward: the same step's backward, down to the gradients of W_x x_t and W_h h_{t-1}
 //                   (the caller multiplies by W_h), accumulating the gammas' and betas'
 //                   gradients;
-//   eval_step:      a step with the norms folded into per-step affine maps.
+//   eval_step:      a step with the norms folded into per-step affine maps;
+//
+// and train_forward_sequence, train_backward_sequence and eval_sequence, the loops over a
+// sequence's steps around them, with the recurrent product (oneDNN's linear, as
+// torch.nn.LSTM's CPU path, or torch.mm), so that no step goes back to Python.
 //
 // Each kernel alternates two kinds of pass, each split over the CPU's threads: sums over
 // the rows (the batch statistics, the norms' backward sums; threads take blocks of

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
 
@@ -177,3 +178,35 @@ def test_quick_reproduction_writes_the_report(tmp_path: Path) -> None:
         for task in ("sequential", "permuted")
         for kind in ("LSTM", "BN-LSTM", "LSTM (torch init)")
     }
+
+
+def test_language_model_runs_resume_from_their_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A finished language-model run is written as it ends and read back by a later
+    reproduction into the same folder instead of training again; the random_t_max kind
+    trains with BnLstmConfig(random_t_max=0.5)."""
+    # the module, not the package's `reproduce` function of the same name
+    bnlstm_reproduce = importlib.import_module("paperports.experiments.bnlstm.reproduce")
+    ctx = RunContext(out=tmp_path, quiet=True)
+    sizes = {"embedding": 8, "hidden": 8, "seq_len": 20, "batch": 8}
+    made: list[float] = []
+    real_make = bnlstm_reproduce.make_model
+
+    def spy(*args: object, **kwargs: object) -> torch.nn.Module:
+        model = real_make(*args, **kwargs)  # type: ignore[arg-type]
+        made.append(float(getattr(getattr(model, "config", None), "random_t_max", -1.0)))
+        return model
+
+    monkeypatch.setattr(bnlstm_reproduce, "make_model", spy)
+    kind = bnlstm_reproduce.RANDOM_T_MAX_KIND
+    first = bnlstm_reproduce._lm_run(kind, 0, sizes, 4, ctx)
+    assert made == [bnlstm_reproduce.RANDOM_T_MAX]
+    assert set(first) == {"losses", "seconds", "bpc", "bpc_by_length"}
+    assert 0 < first["bpc"] < 9  # bits per byte, below uniform's 8 plus slack
+    assert list(first["bpc_by_length"]) == ["20", "40", "100", "200"]
+    again = bnlstm_reproduce._lm_run(kind, 0, sizes, 4, ctx)
+    assert again == first and made == [bnlstm_reproduce.RANDOM_T_MAX]  # read back, not trained
+    bnlstm_reproduce._lm_run(kind, 1, sizes, 4, ctx)  # another seed is another run
+    assert len(made) == 2
+    assert len(list((tmp_path / "lm_runs").glob("*.json"))) == 2

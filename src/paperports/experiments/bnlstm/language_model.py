@@ -79,10 +79,20 @@ class LstmLM(nn.Module):
         return CausalLMOutput(loss=loss, logits=logits)
 
 
-def make_model(kind: str, embedding: int, hidden: int, seq_len: int) -> nn.Module:
+def make_model(
+    kind: str, embedding: int, hidden: int, seq_len: int, random_t_max: float = 0.0
+) -> nn.Module:
+    """``LstmLM`` for ``kind == "LSTM"``, else ``BnLstmForCausalLM`` (with
+    ``random_t_max``, see ``BNLSTM``)."""
     if kind == "LSTM":
         return LstmLM(embedding, hidden)
-    config = BnLstmConfig(vocab_size=VOCAB, input_size=embedding, hidden_size=hidden, t_max=seq_len)
+    config = BnLstmConfig(
+        vocab_size=VOCAB,
+        input_size=embedding,
+        hidden_size=hidden,
+        t_max=seq_len,
+        random_t_max=random_t_max,
+    )
     return BnLstmForCausalLM(config)
 
 

@@ -6,21 +6,28 @@
    ``nn.LSTM`` gets the BN-LSTM's initialisation), and an ``nn.LSTM`` with torch's default
    initialisation for reference.
 2. A character-level language model on the standard library's text, trained with
-   ``Trainer`` through ``BnLstmForCausalLM``, in bits per character on held-out text.
+   ``Trainer`` through ``BnLstmForCausalLM``, in bits per character on held-out text: at
+   the full budget at the paper's width (hidden 1000) over three seeds, the LSTM, the
+   BN-LSTM, and a BN-LSTM trained with ``random_t_max`` (each run kept as a record in
+   ``lm_runs/``, so that a reproduction that stops resumes per run).
 3. The gamma ablation (0.1 against 1.0) on the permuted task, and the paper's Figure 1(a):
    the norm of the gradient of the loss with respect to the hidden state at each earlier
    step, at initialisation, for several gamma, in a batch-normalised tanh RNN (the paper's
    model for that figure), and the same probe in the BN-LSTM.
 4. Length generalisation: the language models of 2 on held-out sequences of 1x to 10x the
-   training length, the BN-LSTM reusing its last step's statistics past it.
+   training length, the BN-LSTMs reusing their last step's statistics past it.
 """
 
 from __future__ import annotations
 
+import hashlib
 import itertools
+import json
 import math
 import time
+from importlib.metadata import version
 from pathlib import Path
+from typing import Any
 
 import matplotlib.pyplot as plt
 import numpy as np
@@ -37,6 +44,7 @@ from paperports.experiments.bnlstm.language_model import (
     stdlib_bytes,
     train_lm,
 )
+from paperports.experiments.records import code_text, read_record, write_record
 from paperports.experiments.trainer_runs import quiet_transformers
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm, update_bn
 from paperports.registry import METHODS, RunContext
@@ -48,7 +56,12 @@ PAPER = {  # test accuracy (%) and bits per character, Cooijmans et al. 2016
     "ptb_bpc": {"LSTM": 1.38, "BN-LSTM": 1.32},
     "text8_bpc": {"LSTM": 1.43, "BN-LSTM": 1.36},
 }
-LM = {"embedding": 64, "hidden": 128, "seq_len": 100, "batch": 32}
+# the full budget's character model has the paper's width (hidden 1000); the quick one, 128
+LM = {"embedding": 64, "hidden": 1000, "seq_len": 100, "batch": 32}
+LM_QUICK_HIDDEN = 128
+RANDOM_T_MAX = 0.5
+RANDOM_T_MAX_KIND = f"BN-LSTM, random_t_max {RANDOM_T_MAX:g}"
+LM_KINDS = ("LSTM", "BN-LSTM", RANDOM_T_MAX_KIND)
 LENGTH_FACTORS = (1, 2, 5, 10)
 KINDS = ("LSTM", "BN-LSTM")
 TORCH_INIT = "LSTM (torch init)"  # the reference row: nn.LSTM as torch initialises it
@@ -218,83 +231,146 @@ def reproduce(ctx: RunContext) -> Path:
     return report.write()
 
 
+def _lm_fingerprint() -> str:
+    """A hash of the code the language models' results depend on (the experiment, the
+    BN-LSTM and its kernels, the transformers family) and of torch's and transformers'
+    versions: editing what runs starts the finished runs afresh."""
+    import paperports.integrations.torch as torch_plugin
+    import paperports.integrations.transformers.bn_lstm as hf_plugin
+    from paperports.experiments.bnlstm import language_model
+
+    files = [
+        Path(language_model.__file__),
+        *sorted(Path(torch_plugin.__file__).parent.glob("*.py")),
+        *sorted(Path(hf_plugin.__file__).parent.glob("*.py")),
+    ]
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(path.name.encode() + code_text(path.read_text()).encode())
+    for path in sorted((Path(torch_plugin.__file__).parent / "csrc").glob("*.cpp")):
+        digest.update(path.read_bytes())
+    for library in ("torch", "transformers"):
+        digest.update(f"{library}=={version(library)}".encode())
+    return digest.hexdigest()[:16]
+
+
+def _lm_run(
+    kind: str, seed: int, sizes: dict[str, int], steps: int, ctx: RunContext
+) -> dict[str, Any]:
+    """One language model trained and measured, or its record from an earlier
+    reproduction into the same folder (the full budget takes hours: it resumes per run)."""
+    key = json.dumps([kind, seed, sizes, steps, _lm_fingerprint()], sort_keys=True)
+    name = f"{kind.replace(' ', '_').replace(',', '')}_{seed}"
+    path = ctx.out / "lm_runs" / f"{name}_{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    record = read_record(path)
+    if record is not None:
+        ctx.log(f"bnlstm: {kind} language model, seed {seed}: finished before, read back")
+        return record
+    ctx.log(f"bnlstm: {kind} language model, seed {seed}, {steps} Trainer steps ...")
+    train, held = stdlib_bytes()
+    t = sizes["seq_len"]
+    torch.manual_seed(seed)  # random_t_max's draws come from torch's generator too
+    model = make_model(
+        kind, sizes["embedding"], sizes["hidden"], t,
+        random_t_max=RANDOM_T_MAX if kind == RANDOM_T_MAX_KIND else 0.0,
+    )  # fmt: skip
+    start = time.perf_counter()
+    losses = train_lm(
+        model, chunks(train, t), steps=steps, batch=sizes["batch"], seed=seed, quiet=ctx.quiet
+    )
+    record = {
+        "losses": losses,
+        "seconds": time.perf_counter() - start,
+        "bpc": bits_per_char(model, chunks(held, t)),
+        "bpc_by_length": {
+            str(k * t): bits_per_char(model, chunks(held, k * t), batch=max(1, 64 // k))
+            for k in LENGTH_FACTORS
+        },
+    }
+    write_record(path, record)
+    return record
+
+
 def _language_model(report: Report, ctx: RunContext) -> dict[str, float]:
     """Experiments 2 and 4: bits per character, and longer held-out sequences. Returns
-    each model's held-out bits per character."""
+    each model's held-out bits per character (mean over seeds)."""
     steps = 300 if ctx.quick else 3000
-    train, held = stdlib_bytes()
-    t = LM["seq_len"]
-    pieces = chunks(train, t)
-    losses, bpc, by_length, seconds = {}, {}, {}, {}
-    for kind in ("LSTM", "BN-LSTM"):
-        ctx.log(f"bnlstm: {kind} language model, {steps} Trainer steps ...")
-        torch.manual_seed(ctx.seed)
-        model = make_model(kind, LM["embedding"], LM["hidden"], t)
-        start = time.perf_counter()
-        losses[kind] = train_lm(
-            model, pieces, steps=steps, batch=LM["batch"], seed=ctx.seed, quiet=ctx.quiet
-        )
-        seconds[kind] = time.perf_counter() - start
-        bpc[kind] = bits_per_char(model, chunks(held, t))
-        by_length[kind] = {
-            k: bits_per_char(model, chunks(held, k * t), batch=max(1, 64 // k))
-            for k in LENGTH_FACTORS
-        }
+    sizes = LM | {"hidden": LM_QUICK_HIDDEN} if ctx.quick else LM
+    seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
+    t = sizes["seq_len"]
+    runs = {kind: [_lm_run(kind, s, sizes, steps, ctx) for s in seeds] for kind in LM_KINDS}
+    bpc = {k: float(np.mean([r["bpc"] for r in rs])) for k, rs in runs.items()}
+    bpc_std = {k: float(np.std([r["bpc"] for r in rs])) for k, rs in runs.items()}
+    seconds = {k: float(np.mean([r["seconds"] for r in rs])) for k, rs in runs.items()}
+    by_length = {
+        k: {f: float(np.mean([r["bpc_by_length"][str(f * t)] for r in rs])) for f in LENGTH_FACTORS}
+        for k, rs in runs.items()
+    }
 
     report.section("Character-level language model (bits per character)")
     report.text(
         "The paper's Penn Treebank and text8 are stood in for by the reference text that "
         "ships with Python (`pydoc_data.topics`, 466 KB of UTF-8 bytes, 90% for training), "
-        f"at the byte level. Both models: embedding {LM['embedding']}, hidden "
-        f"{LM['hidden']}, sequences of {t} bytes, batch {LM['batch']}, {steps} steps of "
-        "`transformers.Trainer` (AdamW, lr 2e-3 decaying linearly, clipping at 1), seed "
-        f"{ctx.seed}. The BN-LSTM is `BnLstmForCausalLM`, with `update_bn` before evaluation."
+        f"at the byte level. All models: embedding {sizes['embedding']}, hidden "
+        f"{sizes['hidden']}"
+        + (" (the paper's character-model width)" if sizes["hidden"] == 1000 else "")
+        + f", sequences of {t} bytes, batch {sizes['batch']}, {steps} steps of "
+        "`transformers.Trainer` (AdamW, lr 2e-3 decaying linearly, clipping at 1), seeds "
+        f"{seeds}; the `nn.LSTM` starts from the BN-LSTM's initial weights. The BN-LSTMs "
+        "are `BnLstmForCausalLM`, with `update_bn` before evaluation; "
+        f"'{RANDOM_T_MAX_KIND}' is trained with `BnLstmConfig(random_t_max={RANDOM_T_MAX:g})` "
+        "(see the BN-LSTM page, past the trained length)."
     )
     report.table(
         [
             "model",
-            "held-out bpc (ours)",
+            "held-out bpc (ours, mean ± std over seeds)",
             "PTB bpc (paper)",
             "text8 bpc (paper)",
-            "training seconds",
+            "training seconds per seed",
         ],
         [
-            [k, f"{bpc[k]:.3f}", PAPER["ptb_bpc"][k], PAPER["text8_bpc"][k], f"{seconds[k]:.0f}"]
-            for k in ("LSTM", "BN-LSTM")
+            [
+                k,
+                f"{bpc[k]:.3f} ± {bpc_std[k]:.3f}",
+                PAPER["ptb_bpc"].get(k, "-"),
+                PAPER["text8_bpc"].get(k, "-"),
+                f"{seconds[k]:.0f}",
+            ]
+            for k in LM_KINDS
         ],
     )
-    better = min(bpc, key=lambda k: bpc[k])
+    better = min(KINDS, key=lambda k: bpc[k])
     report.text(
-        f"{better} reaches the lower held-out bpc here ({bpc[better]:.3f}). "
+        f"Of the LSTM and the BN-LSTM, the {better} reaches the lower held-out bpc here "
+        f"({bpc[better]:.3f}). "
         + (
-            "This is the quick budget: both models are far from converged, so the comparison "
+            "This is the quick budget: the models are far from converged, so the comparison "
             "says little; the paper's numbers come from far longer training on larger corpora."
             if ctx.quick
             else "The paper's numbers come from far longer training on larger corpora."
         )
     )
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
-    for kind, curve in losses.items():
+    for kind, rs in runs.items():
+        curve = np.mean([r["losses"] for r in rs], axis=0)
         xs = np.linspace(steps / len(curve), steps, len(curve))
-        ax.plot(xs, np.array(curve) / math.log(2), label=kind)
+        ax.plot(xs, curve / math.log(2), label=kind)
     ax.set_xlabel("Trainer step")
     ax.set_ylabel("training loss (bits per character)")
     ax.legend()
     ax.grid(alpha=0.3)
-    report.figure(fig, "lm_training", "Training loss of the two language models.")
+    report.figure(fig, "lm_training", "Training loss of the language models (mean over seeds).")
 
     report.section("Length generalisation")
     report.text(
         f"The same models on held-out text cut into sequences of 1 to 10 times the training "
-        f"length ({t}). Past step {t}, the BN-LSTM normalises with the statistics of its last "
-        "trained step."
+        f"length ({t}), mean over seeds. Past step {t}, the BN-LSTMs normalise with the "
+        "statistics of their last trained step (the paper's rule)."
     )
     report.table(
-        ["sequence length", "LSTM bpc", "BN-LSTM bpc"],
-        [
-            [k * t, f"{by_length['LSTM'][k]:.3f}", f"{by_length['BN-LSTM'][k]:.3f}"]
-            for k in LENGTH_FACTORS
-        ],
+        ["sequence length", *(f"{k} bpc" for k in LM_KINDS)],
+        [[f * t, *(f"{by_length[k][f]:.3f}" for k in LM_KINDS)] for f in LENGTH_FACTORS],
     )
     fig, ax = plt.subplots(figsize=(5.5, 3.4))
     for kind, values in by_length.items():
@@ -310,10 +386,15 @@ def _language_model(report: Report, ctx: RunContext) -> dict[str, float]:
     report.figure(fig, "length_generalisation", "Bits per character against sequence length.")
     report.results["language_model"] = {
         "steps": steps,
-        "sizes": LM,
+        "sizes": sizes,
+        "seeds": seeds,
         "bpc": bpc,
+        "bpc_std": bpc_std,
+        "bpc_runs": {k: [r["bpc"] for r in rs] for k, rs in runs.items()},
         "seconds": seconds,
-        "losses": losses,
+        "losses": {
+            k: np.mean([r["losses"] for r in rs], axis=0).tolist() for k, rs in runs.items()
+        },
         "bpc_by_length": {k: {str(f * t): v for f, v in d.items()} for k, d in by_length.items()},
     }
     return bpc

@@ -1,8 +1,8 @@
-// One BN-LSTM time step as one pass over memory, for CPU (float32 and float64).
+// A BN-LSTM's time steps in a few passes over memory each, for CPU (float32 and float64).
 //
 // Python launches one operation per elementwise step of the cell; at the sizes of
 // `paperports bench bnlstm` those launches cost more than the recurrent matrix product.
-// These kernels do everything of a step except that product in one pass, with the same
+// These kernels do everything of a step except that product in a few passes, with the same
 // saved tensors as the Python path of BNLSTMSequence (bn_lstm_training.py), so that either
 // forward pairs with either backward:
 //
@@ -30,9 +30,9 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstdint>
 #include <utility>
-#include <cmath>
 #include <vector>
 
 namespace {
@@ -91,7 +91,8 @@ void over_columns(int64_t width, const F& f) {
   });
 }
 
-// Batch mean and biased variance over the n rows (stride ld) of columns [c0, c1) of x.
+// Batch mean and biased variance over the n rows (stride ld) of columns [c0, c1) of x, into
+// mean[0 .. c1 - c0) and var[0 .. c1 - c0).
 template <typename T>
 void column_moments(const T* __restrict__ x, int64_t ld, int64_t n, int64_t c0, int64_t c1,
                     T* __restrict__ mean, T* __restrict__ var) {
@@ -116,8 +117,8 @@ void column_moments(const T* __restrict__ x, int64_t ld, int64_t n, int64_t c0, 
   }
 #pragma omp simd
   for (int64_t k = 0; k < w; ++k) {
-    mean[c0 + k] = static_cast<T>(m[k]);
-    var[c0 + k] = static_cast<T>(v[k] / static_cast<double>(n));
+    mean[k] = static_cast<T>(m[k]);
+    var[k] = static_cast<T>(v[k] / static_cast<double>(n));
   }
 }
 
@@ -129,11 +130,11 @@ void norm_statistics(const T* x, int64_t ld, int64_t n, int64_t c0, int64_t c1, 
                      bool given, T* mean, T* invstd, T* obs, int64_t os1) {
   T var[kBlock];
   if (!given) {
-    column_moments(x, ld, n, c0, c1, mean, var - c0);
+    column_moments(x, ld, n, c0, c1, mean + c0, var);
 #pragma omp simd
     for (int64_t k = c0; k < c1; ++k) invstd[k] = T(1) / std::sqrt(var[k - c0] + T(eps));
   }
-  if (obs != nullptr) column_moments(x, ld, n, c0, c1, obs, obs + os1);
+  if (obs != nullptr) column_moments(x, ld, n, c0, c1, obs + c0, obs + os1 + c0);
 }
 
 template <typename T>
@@ -162,8 +163,8 @@ void train_forward_impl(const at::Tensor& wx, const at::Tensor& a, const at::Ten
   const int64_t os1 = obs != nullptr ? observed->stride(1) : 0;
   // the gates' pre-activations as z = (wx - mean_x) kx + (a - mean_h) ka + k0, per column
   // (centred first: folding the means into k0 would cancel digits where |mean| >> std)
-  std::vector<T> coef(static_cast<size_t>(3 * h4 + 2 * H));
-  T *kx = coef.data(), *ka = kx + h4, *k0 = ka + h4, *kc = k0 + h4, *kc0 = kc + H;
+  std::vector<T> coef(static_cast<size_t>(3 * h4 + H));
+  T *kx = coef.data(), *ka = kx + h4, *k0 = ka + h4, *kc = k0 + h4;
   over_columns(h4, [=](int64_t c0, int64_t c1) {
     norm_statistics(px, ldx, n, c0, c1, eps_x, given, m, inv, obs, os1);
     norm_statistics(pa, lda, n, c0, c1, eps_h, given, m + ms, inv + is,
@@ -198,10 +199,7 @@ void train_forward_impl(const at::Tensor& wx, const at::Tensor& a, const at::Ten
     norm_statistics(pcn, ldcn, n, c0, c1, eps_c, given, m + 2 * ms, inv + 2 * is,
                     obs == nullptr ? obs : obs + 2 * os0, os1);
 #pragma omp simd
-    for (int64_t j = c0; j < c1; ++j) {
-      kc[j] = gc[j] * inv[2 * is + j];
-      kc0[j] = bc[j];
-    }
+    for (int64_t j = c0; j < c1; ++j) kc[j] = gc[j] * inv[2 * is + j];
   });
   over_rows(n, 2 * H, [=](int64_t r0, int64_t r1) {
     const T* __restrict__ mc = m + 2 * ms;
@@ -210,7 +208,7 @@ void train_forward_impl(const at::Tensor& wx, const at::Tensor& a, const at::Ten
       T *__restrict__ tr = pth + r * ldth, *__restrict__ hr = ph + r * ldh;
 #pragma omp simd
       for (int64_t j = 0; j < H; ++j) {
-        const T t = tanh_((cn[j] - mc[j]) * kc[j] + kc0[j]);
+        const T t = tanh_((cn[j] - mc[j]) * kc[j] + bc[j]);
         tr[j] = t;
         hr[j] = o[j] * t;
       }

@@ -324,7 +324,7 @@ def _language_model(report: Report, ctx: RunContext) -> dict[str, float]:
     report.table(
         [
             "model",
-            "held-out bpc (ours, mean ± std over seeds)",
+            "held-out bpc (ours" + (", mean ± std over seeds)" if len(seeds) > 1 else ")"),
             "PTB bpc (paper)",
             "text8 bpc (paper)",
             "training seconds per seed",
@@ -332,7 +332,7 @@ def _language_model(report: Report, ctx: RunContext) -> dict[str, float]:
         [
             [
                 k,
-                f"{bpc[k]:.3f} ± {bpc_std[k]:.3f}",
+                f"{bpc[k]:.3f}" + (f" ± {bpc_std[k]:.3f}" if len(seeds) > 1 else ""),
                 PAPER["ptb_bpc"].get(k, "-"),
                 PAPER["text8_bpc"].get(k, "-"),
                 f"{seconds[k]:.0f}",

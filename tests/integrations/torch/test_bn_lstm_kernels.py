@@ -141,3 +141,31 @@ def test_other_dtypes_run_the_torch_operations() -> None:
     """bfloat16 is not a kernel type: those BN-LSTMs run the torch operations."""
     assert not uses_kernels(torch.zeros(2, dtype=torch.bfloat16))
     assert uses_kernels(torch.zeros(2)) and uses_kernels(torch.zeros(2, dtype=torch.float64))
+
+
+def test_bnlstm_runs_the_kernels_in_training_and_evaluation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The equality tests above would pass if the kernels were never called: count them."""
+    from paperports.integrations.torch import bn_lstm, bn_lstm_training
+    from paperports.integrations.torch.bn_lstm_kernels import ops
+
+    called: list[str] = []
+
+    class Spy:
+        def __getattr__(self, name: str) -> object:
+            called.append(name)
+            return getattr(ops(), name)
+
+    monkeypatch.setattr(bn_lstm, "ops", Spy)
+    monkeypatch.setattr(bn_lstm_training, "ops", Spy)
+    lstm = BNLSTM(3, 4)
+    lstm(torch.randn(5, 2, 3))[0].sum().backward()
+    lstm.eval()
+    with torch.no_grad():
+        lstm(torch.randn(5, 2, 3))
+    assert called == ["train_forward_sequence", "train_backward_sequence", "eval_sequence"]
+    called.clear()
+    with fused_kernels(False):
+        lstm(torch.randn(5, 2, 3))
+    assert called == []

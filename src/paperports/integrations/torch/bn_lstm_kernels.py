@@ -11,8 +11,9 @@ evaluation). Training keeps
 so the kernels' forward and backward each pair with the Python ones.
 
 They are compiled with the machine's C++ compiler the first time a BN-LSTM runs on CPU
-(about a minute; :func:`torch.utils.cpp_extension.load` caches the build under
-``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``). Where they cannot be
+(tens of seconds; :func:`torch.utils.cpp_extension.load` caches the build under
+``TORCH_EXTENSIONS_DIR``, by default ``~/.cache/torch_extensions``, one build per CPU kind;
+a process in another environment rebuilds it). Where they cannot be
 built (no compiler, no ``ninja``), or with ``PAPERPORTS_BNLSTM_KERNELS=0``, the same
 function runs as separate torch operations: the results agree (the tests compare both),
 only the speed differs. :func:`kernels_available` says whether they are built;

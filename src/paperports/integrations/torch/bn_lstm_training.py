@@ -78,11 +78,10 @@ def matmul_by(weight: Tensor, batch: int) -> Callable[[Tensor], Tensor]:
     at ``(64, 256) @ (256, 1024)`` that is 2-3x faster than ``torch.mm`` on CPUs where MKL's
     sgemm is slow (AMD). Elsewhere, ``torch.mm``.
     """
-    if _use_onednn(weight):
-        packed = torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous(), batch)
+    packed, onednn = packed_weight(weight, batch)
+    if onednn:
         return lambda x: torch.ops.mkldnn._linear_pointwise(x, packed, None, "none", [], "")
-    w_t = weight.detach().t()
-    return lambda x: torch.mm(x, w_t)
+    return lambda x: torch.mm(x, packed)
 
 
 def packed_weight(weight: Tensor, batch: int) -> tuple[Tensor, bool]:

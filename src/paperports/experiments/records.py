@@ -11,12 +11,15 @@ that names it, so the run trains again instead of the reproduction stopping.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import warnings
+from collections.abc import Iterable
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
-__all__ = ["code_text", "damaged", "read_record", "write_record"]
+__all__ = ["code_text", "damaged", "fingerprint", "read_record", "write_record"]
 
 
 def code_text(source: str) -> str:
@@ -30,6 +33,23 @@ def code_text(source: str) -> str:
         if isinstance(first, ast.Expr) and isinstance(getattr(first.value, "value", None), str):
             node.body = node.body[1:] or [ast.Pass()]
     return ast.dump(tree)
+
+
+def fingerprint(
+    python_files: Iterable[Path], libraries: Iterable[str], other_files: Iterable[Path] = ()
+) -> str:
+    """A 16-hex-digit hash of the code a run depends on: each Python file's name and
+    :func:`code_text`, the bytes of ``other_files`` (C++ sources, say), and the installed
+    version of each of ``libraries``, in that order."""
+    digest = hashlib.sha256()
+    for path in python_files:
+        digest.update(path.name.encode())
+        digest.update(code_text(path.read_text()).encode())
+    for path in other_files:
+        digest.update(path.read_bytes())
+    for library in libraries:
+        digest.update(f"{library}=={version(library)}".encode())
+    return digest.hexdigest()[:16]
 
 
 def damaged(path: Path, problem: str) -> None:

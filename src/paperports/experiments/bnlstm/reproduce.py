@@ -25,7 +25,6 @@ import itertools
 import json
 import math
 import time
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +43,7 @@ from paperports.experiments.bnlstm.language_model import (
     stdlib_bytes,
     train_lm,
 )
-from paperports.experiments.records import code_text, read_record, write_record
+from paperports.experiments.records import fingerprint, read_record, write_record
 from paperports.experiments.trainer_runs import quiet_transformers
 from paperports.integrations.torch import BNLSTM, BNLSTMCell, RecurrentBatchNorm, update_bn
 from paperports.registry import METHODS, RunContext
@@ -239,19 +238,13 @@ def _lm_fingerprint() -> str:
     import paperports.integrations.transformers.bn_lstm as hf_plugin
     from paperports.experiments.bnlstm import language_model
 
+    torch_dir = Path(torch_plugin.__file__).parent
     files = [
         Path(language_model.__file__),
-        *sorted(Path(torch_plugin.__file__).parent.glob("*.py")),
+        *sorted(torch_dir.glob("*.py")),
         *sorted(Path(hf_plugin.__file__).parent.glob("*.py")),
     ]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode() + code_text(path.read_text()).encode())
-    for path in sorted((Path(torch_plugin.__file__).parent / "csrc").glob("*.cpp")):
-        digest.update(path.read_bytes())
-    for library in ("torch", "transformers"):
-        digest.update(f"{library}=={version(library)}".encode())
-    return digest.hexdigest()[:16]
+    return fingerprint(files, ("torch", "transformers"), sorted((torch_dir / "csrc").glob("*.cpp")))
 
 
 def _lm_run(

@@ -16,16 +16,14 @@ import hashlib
 import json
 import zipfile
 from dataclasses import asdict
-from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
 import paperports.adapters.cartpole_swingup
 import paperports.adapters.observational_dropout
 import paperports.integrations.sb3
-from paperports.experiments.records import code_text as _code
 from paperports.experiments.records import damaged as _damaged
-from paperports.experiments.records import read_record, write_record
+from paperports.experiments.records import fingerprint, read_record, write_record
 
 __all__ = ["RunCache", "code_fingerprint", "read_record", "write_record"]
 
@@ -48,13 +46,7 @@ def code_fingerprint(
         Path(paperports.adapters.observational_dropout.__file__),
         *extra_files,
     ]
-    digest = hashlib.sha256()
-    for path in files:
-        digest.update(path.name.encode())
-        digest.update(_code(path.read_text()).encode())
-    for library in (*_LIBRARIES, *extra_libraries):
-        digest.update(f"{library}=={version(library)}".encode())
-    return digest.hexdigest()[:16]
+    return fingerprint(files, (*_LIBRARIES, *extra_libraries))
 
 
 class RunCache:

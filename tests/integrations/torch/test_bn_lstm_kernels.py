@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -169,3 +172,22 @@ def test_bnlstm_runs_the_kernels_in_training_and_evaluation(
     with fused_kernels(False):
         lstm(torch.randn(5, 2, 3))
     assert called == []
+
+
+def test_bad_switches_are_refused() -> None:
+    switch = fused_kernels("no")  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="enabled must be True or False, got 'no'"):
+        switch.__enter__()
+    assert uses_kernels(torch.zeros(2))  # the refused switch left the kernels on
+
+
+def test_a_bad_kernels_setting_in_the_environment_is_refused() -> None:
+    """PAPERPORTS_BNLSTM_KERNELS is read once, at the first BN-LSTM: in a fresh process."""
+    code = (
+        "import torch; from paperports.integrations.torch import BNLSTM; "
+        "BNLSTM(2, 3)(torch.randn(4, 2, 2))"
+    )
+    env = os.environ | {"PAPERPORTS_BNLSTM_KERNELS": "yes"}
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "PAPERPORTS_BNLSTM_KERNELS must be 0 (off) or 1 (on), got 'yes'" in run.stderr

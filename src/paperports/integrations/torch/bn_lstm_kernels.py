@@ -77,6 +77,8 @@ _ENABLED: ContextVar[bool] = ContextVar("paperports_bnlstm_kernels", default=Tru
 def fused_kernels(enabled: bool) -> Iterator[None]:
     """Inside ``with fused_kernels(False):``, BN-LSTMs run as separate torch operations
     even where the kernels are built (the same function; for comparison and debugging)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"fused_kernels: enabled must be True or False, got {enabled!r}")
     token = _ENABLED.set(enabled)
     try:
         yield
@@ -92,7 +94,12 @@ def kernels() -> Any | None:
     with _lock:
         if "ops" not in _state:
             ops = None
-            if os.environ.get("PAPERPORTS_BNLSTM_KERNELS", "1") != "0":
+            setting = os.environ.get("PAPERPORTS_BNLSTM_KERNELS", "1")
+            if setting not in ("0", "1"):
+                raise ValueError(
+                    f"PAPERPORTS_BNLSTM_KERNELS must be 0 (off) or 1 (on), got {setting!r}"
+                )
+            if setting == "1":
                 try:
                     ops = _build()
                 except Exception as error:  # no compiler, no ninja, a failed build

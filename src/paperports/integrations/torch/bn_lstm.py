@@ -31,6 +31,7 @@ from paperports.integrations.torch.bn_lstm_training import (
     BNLSTMSequence,
     g_gate_doubled,
     matmul_by,
+    matmul_once,
     packed_weight,
 )
 from paperports.integrations.torch.recurrent_batch_norm import RecurrentBatchNorm
@@ -916,7 +917,7 @@ def _sequence_eval(
         recurrent: Callable[[Tensor], Tensor] = partial(F.linear, weight=p.weight_hh)
     else:  # no autograd: oneDNN's kernels where available
         flat = x.reshape(steps * batch, p.input_size)
-        wx = matmul_by(p.weight_ih, steps * batch)(flat).view(steps, batch, -1)
+        wx = matmul_once(flat, p.weight_ih.t()).view(steps, batch, -1)
         recurrent = matmul_by(p.weight_hh, batch)
     x_steps = torch.addcmul(shift[:, None], wx, s_x[:, None])
     minus_one = x.new_tensor(-1.0)
@@ -953,7 +954,7 @@ def _sequence_eval_fused(
     s_x, shift, s_hh, s_c, b_c = maps
     steps, batch, hidden = x.shape[0], x.shape[1], p.hidden_size
     flat = x.reshape(steps * batch, p.input_size)
-    wx = matmul_by(p.weight_ih, steps * batch)(flat).view(steps, batch, -1)
+    wx = matmul_once(flat, p.weight_ih.t()).view(steps, batch, -1)
     ragged = batch_sizes is not None and batch_sizes[-1] < batch
     hs, cs = x.new_empty(steps + 1, batch, hidden), x.new_empty(steps + 1, batch, hidden)
     hs[0], cs[0] = h, c

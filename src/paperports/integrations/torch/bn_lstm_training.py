@@ -93,8 +93,10 @@ def packed_weight(weight: Tensor, batch: int) -> tuple[Tensor, bool]:
     return weight.detach().t(), False
 
 
-def _matmul(a: Tensor, b: Tensor) -> Tensor:
-    """``a @ b`` for one large product, through oneDNN where :func:`matmul_by` would be."""
+def matmul_once(a: Tensor, b: Tensor) -> Tensor:
+    """``a @ b`` for one large product (all steps' input products), through oneDNN where
+    :func:`matmul_by` would be, without packing ``b``: for one product, packing costs more
+    than it saves."""
     if _use_onednn(a):
         return cast(Tensor, torch.ops.mkldnn._linear_pointwise(a, b.t(), None, "none", [], ""))
     return torch.mm(a, b)
@@ -200,7 +202,7 @@ class BNLSTMSequence(torch.autograd.Function):
         h4 = weight_ih.shape[0]
         hidden = h4 // 4
         x_flat = x.reshape(steps * batch, n_in)
-        wx = _matmul(x_flat, weight_ih.t()).view(steps, batch, h4)
+        wx = matmul_once(x_flat, weight_ih.t()).view(steps, batch, h4)
         sizes = [batch] * steps if batch_sizes is None else batch_sizes
         ragged = sizes[0] < batch or sizes[-1] < batch
 
@@ -385,7 +387,7 @@ class BNLSTMSequence(torch.autograd.Function):
             else:
                 dh, dc = back(d_a[t]), dc_t * s[:, f_cols]
         d_wx_flat = d_wx.view(-1, h4)
-        d_x = _matmul(d_wx_flat, weight_ih).view(x.shape)
+        d_x = matmul_once(d_wx_flat, weight_ih).view(x.shape)
         d_weight_ih = _transposed_matmul(d_wx_flat, x.reshape(-1, x.shape[-1]))
         d_weight_hh = _transposed_matmul(d_a.view(-1, h4), hs[:-1].reshape(-1, hidden))
         d_gamma_sum, d_beta_sum = d_gamma.sum(1), d_beta.sum(1)
@@ -434,7 +436,7 @@ def _fused_backward(
     )  # fmt: skip
     d_wx_flat = d_wx.view(-1, h4)
     return (
-        _matmul(d_wx_flat, weight_ih).view(x.shape),
+        matmul_once(d_wx_flat, weight_ih).view(x.shape),
         _transposed_matmul(d_wx_flat, x.reshape(-1, x.shape[-1])),
         dh,
         dc,

@@ -32,6 +32,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -384,31 +385,34 @@ void train_backward_impl(const at::Tensor& dh, const at::Tensor& d_out, const at
   });
 }
 
+// The evaluation step's pass over rows [0, n): per row the gates from the folded affine
+// maps, the cell, and h from the cell norm's map. Pointers to each matrix's first row and
+// its row stride; the maps are vectors.
 template <typename T>
-void eval_step_impl(const at::Tensor& x, const at::Tensor& s_x, const at::Tensor& shift,
-                    const at::Tensor& a, const at::Tensor& s_hh,
-                    const at::Tensor& c, const at::Tensor& s_c, const at::Tensor& b_c,
-                    at::Tensor& h_new, at::Tensor& c_new) {
-  const int64_t n = x.size(0), h4 = x.size(1), H = h4 / 4;
-  const T *px = x.data_ptr<T>(), *pa = a.data_ptr<T>(), *ps = s_hh.data_ptr<T>();
-  const T *sx = s_x.data_ptr<T>(), *sh = shift.data_ptr<T>();
-  const T *pc = c.data_ptr<T>(), *sc = s_c.data_ptr<T>(), *bc = b_c.data_ptr<T>();
-  T *ph = h_new.data_ptr<T>(), *pcn = c_new.data_ptr<T>();
-  const int64_t ldx = x.stride(0), lda = a.stride(0), ldc = c.stride(0);
-  const int64_t ldh = h_new.stride(0), ldcn = c_new.stride(0);
-  over_rows(n, h4, [=](int64_t r0, int64_t r1) {
+struct EvalRows {
+  const T *x, *s_x, *shift, *a, *s_hh, *c, *s_c, *b_c;
+  T *h_new, *c_new;
+  int64_t ldx, lda, ldc, ldh, ldcn;
+};
+
+template <typename T>
+void eval_rows(const EvalRows<T>& e, int64_t n, int64_t H) {
+  const int64_t h4 = 4 * H;
+  over_rows(n, h4, [&](int64_t r0, int64_t r1) {
     std::vector<T> act(static_cast<size_t>(h4));
     T* __restrict__ s = act.data();
+    const T *__restrict__ sx = e.s_x, *__restrict__ sh = e.shift, *__restrict__ ps = e.s_hh;
+    const T *__restrict__ sc = e.s_c, *__restrict__ bc = e.b_c;
     for (int64_t r = r0; r < r1; ++r) {
-      const T *__restrict__ xr = px + r * ldx, *__restrict__ ar = pa + r * lda;
-      const T* __restrict__ cr = pc + r * ldc;
+      const T *__restrict__ xr = e.x + r * e.ldx, *__restrict__ ar = e.a + r * e.lda;
+      const T* __restrict__ cr = e.c + r * e.ldc;
 #pragma omp simd
       for (int64_t k = 0; k < 2 * H; ++k) s[k] = sigmoid(xr[k] * sx[k] + sh[k] + ar[k] * ps[k]);
 #pragma omp simd
       for (int64_t k = 2 * H; k < 3 * H; ++k) s[k] = tanh_(xr[k] * sx[k] + sh[k] + ar[k] * ps[k]);
 #pragma omp simd
       for (int64_t k = 3 * H; k < h4; ++k) s[k] = sigmoid(xr[k] * sx[k] + sh[k] + ar[k] * ps[k]);
-      T *__restrict__ hr = ph + r * ldh, *__restrict__ cn = pcn + r * ldcn;
+      T *__restrict__ hr = e.h_new + r * e.ldh, *__restrict__ cn = e.c_new + r * e.ldcn;
 #pragma omp simd
       for (int64_t j = 0; j < H; ++j) {
         const T cj = s[H + j] * cr[j] + s[j] * s[2 * H + j];
@@ -417,6 +421,19 @@ void eval_step_impl(const at::Tensor& x, const at::Tensor& s_x, const at::Tensor
       }
     }
   });
+}
+
+template <typename T>
+void eval_step_impl(const at::Tensor& x, const at::Tensor& s_x, const at::Tensor& shift,
+                    const at::Tensor& a, const at::Tensor& s_hh,
+                    const at::Tensor& c, const at::Tensor& s_c, const at::Tensor& b_c,
+                    at::Tensor& h_new, at::Tensor& c_new) {
+  const EvalRows<T> e{x.data_ptr<T>(),     s_x.data_ptr<T>(), shift.data_ptr<T>(),
+                      a.data_ptr<T>(),     s_hh.data_ptr<T>(), c.data_ptr<T>(),
+                      s_c.data_ptr<T>(),   b_c.data_ptr<T>(), h_new.data_ptr<T>(),
+                      c_new.data_ptr<T>(), x.stride(0),       a.stride(0),
+                      c.stride(0),         h_new.stride(0),   c_new.stride(0)};
+  eval_rows(e, x.size(0), x.size(1) / 4);
 }
 
 void train_forward(const at::Tensor& wx, const at::Tensor& a, const at::Tensor& c_prev,
@@ -492,27 +509,79 @@ at::Tensor recurrent_product(const at::Tensor& h, const at::Tensor& weight, bool
 }
 
 // A whole evaluation pass of one layer and direction: per step the recurrent product and
-// eval_step. hs, cs (T + 1, B, H) hold h_0, c_0 in their first step; rows past a sequence's
-// end (batch_sizes, non-increasing) keep their state.
+// eval_rows. hs, cs (T + 1, B, H) hold h_0, c_0 in their first step; rows past a sequence's
+// end (batch_sizes, non-increasing) keep their state. The shapes are checked once, and the
+// steps reach their rows by pointer: a view per operand and step would cost about as much
+// as the elementwise pass at the bench's size.
 void eval_sequence(const at::Tensor& wx, const at::Tensor& s_x, const at::Tensor& shift,
                    const at::Tensor& s_hh, const at::Tensor& s_c, const at::Tensor& b_c,
                    const at::Tensor& weight, bool onednn, at::IntArrayRef batch_sizes,
                    at::Tensor hs, at::Tensor cs) {
-  const int64_t steps = wx.size(0), batch = wx.size(1);
+  TORCH_CHECK(wx.dim() == 3, "paperports_bnlstm: wx must be (T, B, 4H)");
+  const int64_t steps = wx.size(0), batch = wx.size(1), h4 = wx.size(2), H = h4 / 4;
+  TORCH_CHECK(h4 == 4 * H, "paperports_bnlstm: wx's last size must be 4H");
   TORCH_CHECK(batch_sizes.empty() || static_cast<int64_t>(batch_sizes.size()) == steps,
               "paperports_bnlstm: batch_sizes must have one count per step");
-  for (int64_t t = 0; t < steps; ++t) {
-    const int64_t n = batch_sizes.empty() ? batch : batch_sizes[t];
-    if (n < batch) {
-      hs[t + 1].copy_(hs[t]);
-      cs[t + 1].copy_(cs[t]);
-    }
-    if (n == 0) continue;
-    at::Tensor h_next = hs[t + 1].narrow(0, 0, n), c_next = cs[t + 1].narrow(0, 0, n);
-    const at::Tensor a = recurrent_product(hs[t].narrow(0, 0, n), weight, onednn);
-    eval_step(wx[t].narrow(0, 0, n), s_x[t], shift[t], a, s_hh[t], cs[t].narrow(0, 0, n),
-              s_c[t], b_c[t], h_next, c_next);
+  for (const auto& [t, name] : {std::pair{&wx, "wx"}, {&hs, "hs"}, {&cs, "cs"}}) {
+    TORCH_CHECK(t->device().is_cpu() && t->dim() == 3 && t->stride(2) == 1 &&
+                    t->scalar_type() == wx.scalar_type(),
+                "paperports_bnlstm: ", name, " must be a CPU tensor (steps, rows, columns) "
+                "of wx's dtype with contiguous columns");
   }
+  TORCH_CHECK(hs.size(0) == steps + 1 && hs.size(1) == batch && hs.size(2) == H &&
+                  cs.sizes() == hs.sizes(),
+              "paperports_bnlstm: hs and cs must be (T + 1, B, H)");
+  for (const auto& [t, name, width] :
+       {std::tuple{&s_x, "s_x", h4}, {&shift, "shift", h4}, {&s_hh, "s_hh", h4},
+        {&s_c, "s_c", H}, {&b_c, "b_c", H}}) {
+    TORCH_CHECK(t->device().is_cpu() && t->dim() == 2 && t->size(0) == steps &&
+                    t->size(1) == width && t->stride(1) == 1 &&
+                    t->scalar_type() == wx.scalar_type(),
+                "paperports_bnlstm: ", name, " must be a CPU matrix (T, ", width,
+                ") of wx's dtype with contiguous columns");
+  }
+  int64_t previous = batch;
+  for (const int64_t n : batch_sizes) {
+    TORCH_CHECK(n >= 0 && n <= previous, "paperports_bnlstm: batch_sizes must be non-increasing "
+                "counts of at most the batch");
+    previous = n;
+  }
+  AT_DISPATCH_FLOATING_TYPES(wx.scalar_type(), "bn_lstm_eval_sequence", [&] {
+    using T = scalar_t;
+    const T* px = wx.data_ptr<T>();
+    T *ph = hs.data_ptr<T>(), *pc = cs.data_ptr<T>();
+    const int64_t tx = wx.stride(0), ldx = wx.stride(1);
+    const int64_t th = hs.stride(0), ldh = hs.stride(1), tc = cs.stride(0), ldc = cs.stride(1);
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t n = batch_sizes.empty() ? batch : batch_sizes[t];
+      if (n < batch) {  // finished rows keep their state
+        hs.select(0, t + 1).narrow(0, n, batch - n).copy_(hs.select(0, t).narrow(0, n, batch - n));
+        cs.select(0, t + 1).narrow(0, n, batch - n).copy_(cs.select(0, t).narrow(0, n, batch - n));
+      }
+      if (n == 0) continue;
+      at::Tensor h_prev = hs.select(0, t);
+      const at::Tensor a =
+          recurrent_product(n < batch ? h_prev.narrow(0, 0, n) : h_prev, weight, onednn);
+      TORCH_CHECK(a.dim() == 2 && a.size(0) == n && a.size(1) == h4 && a.stride(1) == 1,
+                  "paperports_bnlstm: the recurrent product must be (n, 4H) by rows");
+      const EvalRows<T> e{px + t * tx,
+                          s_x.data_ptr<T>() + t * s_x.stride(0),
+                          shift.data_ptr<T>() + t * shift.stride(0),
+                          a.data_ptr<T>(),
+                          s_hh.data_ptr<T>() + t * s_hh.stride(0),
+                          pc + t * tc,
+                          s_c.data_ptr<T>() + t * s_c.stride(0),
+                          b_c.data_ptr<T>() + t * b_c.stride(0),
+                          ph + (t + 1) * th,
+                          pc + (t + 1) * tc,
+                          ldx,
+                          a.stride(0),
+                          ldc,
+                          ldh,
+                          ldc};
+      eval_rows(e, n, H);
+    }
+  });
 }
 
 // A whole training forward of one layer and direction: per step the recurrent product and

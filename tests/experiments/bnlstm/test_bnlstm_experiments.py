@@ -145,8 +145,13 @@ def test_bench_times_a_training_step_and_an_inference_pass(
     bench(RunContext(out=tmp_path, quiet=True))
     assert not calls and per_step_calls > 0  # ... and only they did
     for r, row in zip(result.rows, tiny, strict=True):
+        rounds = r.extra.pop("ratio_by_round")
         assert r.extra == {"batch": 4, "steps": 5, "input": 64, "hidden": row[5], "model": row[1]}
         assert r.ratio == r.ours / r.anchor
+        # each round measured the row; the reported times are medians over the rounds, so
+        # the reported ratio lies within the rounds' ratios
+        assert len(rounds) == bench_module.ROUNDS == 3
+        assert min(rounds) * 0.999 <= r.ratio <= max(rounds) * 1.001
     assert (
         json.loads(result.write(tmp_path).read_text())["rows"][0]["ratio"] == result.rows[0].ratio
     )

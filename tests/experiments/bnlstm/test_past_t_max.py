@@ -53,7 +53,7 @@ def test_settling_statistics_continue_towards_their_level_without_passing_it() -
 def test_a_task_runs_every_rule_on_a_tiny_budget() -> None:
     torch.manual_seed(0)
     run = run_task("counting", seed=0, steps=3)
-    assert set(run.past) == {"LSTM", *RULES, *VARIANTS}
+    assert set(run.past) == {"LSTM", *RULES, "random_t_max 1: last", *VARIANTS}
     assert all(len(curve) == 100 for curve in run.curves.values())
     assert all(0.0 <= v <= 1.0 for v in run.past.values())
     assert set(run.drift) >= {"bn_c_l0 mean shift (std)", "bn_c_l0 std ratio"}

@@ -190,7 +190,7 @@ def test_language_model_runs_resume_from_their_records(
 ) -> None:
     """A finished language-model run is written as it ends and read back by a later
     reproduction into the same folder instead of training again; the random_t_max kind
-    trains with BnLstmConfig(random_t_max=0.5)."""
+    trains with BnLstmConfig(random_t_max=RANDOM_T_MAX), 1."""
     # the module, not the package's `reproduce` function of the same name
     bnlstm_reproduce = importlib.import_module("paperports.experiments.bnlstm.reproduce")
     ctx = RunContext(out=tmp_path, quiet=True)
@@ -206,7 +206,7 @@ def test_language_model_runs_resume_from_their_records(
     monkeypatch.setattr(bnlstm_reproduce, "make_model", spy)
     kind = bnlstm_reproduce.RANDOM_T_MAX_KIND
     first = bnlstm_reproduce._lm_run(kind, 0, sizes, 4, ctx)
-    assert made == [bnlstm_reproduce.RANDOM_T_MAX]
+    assert made == [bnlstm_reproduce.RANDOM_T_MAX] == [1.0]
     assert set(first) == {"losses", "seconds", "bpc", "bpc_by_length"}
     assert 0 < first["bpc"] < 9  # bits per byte, below uniform's 8 plus slack
     assert list(first["bpc_by_length"]) == ["20", "40", "100", "200"]

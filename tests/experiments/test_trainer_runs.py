@@ -16,7 +16,7 @@ def test_a_trainer_run_prints_no_log_dictionaries(
     torch.manual_seed(0)
     model = make_model("LSTM", 8, 8, 12)
     pieces = torch.randint(0, 256, (64, 12))
-    losses = train_lm(model, pieces, steps=6, batch=8, seed=0, quiet=quiet)
+    losses = train_lm(model, pieces, steps=6, batch=8, seed=0, quiet=quiet).losses
     out, err = capsys.readouterr()
     # the history is kept (every step logged: steps // 25 rounds up to 1) ...
     assert len(losses) == 6 and all(loss == loss for loss in losses)

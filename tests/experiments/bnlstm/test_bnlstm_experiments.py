@@ -38,9 +38,18 @@ def test_language_models_train_with_trainer_and_beat_uniform(tmp_path: Path) -> 
     for kind in ("LSTM", "BN-LSTM"):
         torch.manual_seed(0)
         model = make_model(kind, 16, 32, 50)
-        losses = train_lm(model, chunks(train, 50)[:2048], steps=100, batch=32, seed=0, quiet=True)
-        assert losses[-1] < losses[0]
-        assert bits_per_char(model, chunks(held, 50)[:64]) < 7.5  # uniform over bytes: 8
+        pieces = chunks(held, 50)[:64]
+        run = train_lm(
+            model, chunks(train, 50)[:2048], steps=100, batch=32, seed=0, quiet=True,
+            held_out=pieces,
+        )  # fmt: skip
+        # the held-out curve: every 100 // 25 = 4 steps, falling, and the model handed back
+        # in training mode after each measurement (Trainer would not set it again)
+        assert model.training
+        assert [step for step, _ in run.held_out] == list(range(4, 101, 4))
+        assert run.held_out[-1][1] < run.held_out[0][1] < 8
+        assert run.losses[-1] < run.losses[0]
+        assert bits_per_char(model, pieces) < 7.5  # uniform over bytes: 8
 
 
 def test_gradient_flow_is_the_norm_of_the_loss_gradient_per_step() -> None:
@@ -176,6 +185,18 @@ def test_quick_reproduction_writes_the_report(tmp_path: Path) -> None:
     assert summary["bits per character, LSTM / BN-LSTM"]["ours"] == (
         f"{bpc['LSTM']:.3f} / {bpc['BN-LSTM']:.3f}"
     )
+    # the held-out curve's lowest point, mean over seeds, with its step
+    lm = res["language_model"]
+    header = next(line for line in md.splitlines() if line.startswith("| model | held-out bpc"))
+    column = [c.strip() for c in header.split("|")[1:-1]].index("lowest along training (step)")
+    for kind, low in lm["lowest_held_out"].items():
+        curve = lm["held_out_curve"][kind]
+        assert low["bpc"] == min(curve)
+        assert low["step"] == lm["held_out_curve"]["steps"][curve.index(low["bpc"])]
+        row = next(line for line in md.splitlines() if line.startswith(f"| {kind} | "))
+        assert [c.strip() for c in row.split("|")[1:-1]][column] == (
+            f"{low['bpc']:.3f} ({low['step']})"
+        )
     finals = [100 * np.mean([c[-1] for c in res["curves"][f"permuted/{k}"]]) for k in KINDS]
     assert summary["permuted digits %, LSTM / BN-LSTM"]["ours"] == "{:.1f} / {:.1f}".format(*finals)
     assert set(res["curves"]) == {
@@ -207,7 +228,8 @@ def test_language_model_runs_resume_from_their_records(
     kind = bnlstm_reproduce.RANDOM_T_MAX_KIND
     first = bnlstm_reproduce._lm_run(kind, 0, sizes, 4, ctx)
     assert made == [bnlstm_reproduce.RANDOM_T_MAX] == [1.0]
-    assert set(first) == {"losses", "seconds", "bpc", "bpc_by_length"}
+    assert set(first) == {"losses", "held_out_curve", "seconds", "bpc", "bpc_by_length"}
+    assert [step for step, _ in first["held_out_curve"]] == [1, 2, 3, 4]
     assert 0 < first["bpc"] < 9  # bits per byte, below uniform's 8 plus slack
     assert list(first["bpc_by_length"]) == ["20", "40", "100", "200"]
     again = bnlstm_reproduce._lm_run(kind, 0, sizes, 4, ctx)

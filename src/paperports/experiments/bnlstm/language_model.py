@@ -3,28 +3,29 @@
 The stand-in for the paper's Penn Treebank and text8: the reference text that ships with
 Python (``pydoc_data.topics``, about 466 KB), as bytes (vocabulary 256). Both models are
 trained with ``transformers.Trainer``: ``BnLstmForCausalLM``, and an ``nn.LSTM`` language
-model of the same sizes. Bits per character are measured on the held-out last 10%, then on
-held-out sequences up to 10x the training length (the BN-LSTM reusing its last step's
-statistics past it).
+model of the same sizes. Bits per character are measured on the held-out last 10% along
+training (the paper's validation curves; the BN-LSTM with its running averages) and after it
+(with population statistics), then on held-out sequences up to 10x the training length (the
+BN-LSTM reusing its last step's statistics past it).
 """
 
 from __future__ import annotations
 
 import math
 import tempfile
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import Trainer, TrainingArguments
+from transformers import Trainer, TrainerCallback, TrainingArguments
 from transformers.modeling_outputs import CausalLMOutput
 
 from paperports.experiments.trainer_runs import quiet_trainer
 from paperports.integrations.torch import BNLSTM, update_bn
 from paperports.integrations.transformers import BnLstmConfig, BnLstmForCausalLM
 
-__all__ = ["LstmLM", "bits_per_char", "make_model", "stdlib_bytes", "train_lm"]
+__all__ = ["LmTraining", "LstmLM", "bits_per_char", "make_model", "stdlib_bytes", "train_lm"]
 
 VOCAB = 256
 
@@ -96,11 +97,43 @@ def make_model(
     return BnLstmForCausalLM(config)
 
 
+class LmTraining(NamedTuple):
+    """What :func:`train_lm` hands back: the logged training losses (nats per byte), and
+    ``(step, bits per character)`` on the held-out pieces at each logging step when given."""
+
+    losses: list[float]
+    held_out: list[tuple[int, float]]
+
+
+class HeldOutBits(TrainerCallback):
+    """Bits per character on held-out pieces every ``every`` steps, in evaluation mode (a
+    BN-LSTM with its running averages), the model handed back in training mode."""
+
+    def __init__(self, pieces: torch.Tensor, every: int) -> None:
+        self.pieces, self.every = pieces, every
+        self.curve: list[tuple[int, float]] = []
+
+    def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if state.global_step % self.every == 0:
+            model = kwargs["model"]
+            self.curve.append((state.global_step, bits_per_char(model, self.pieces)))
+            model.train()
+
+
 def train_lm(
-    model: nn.Module, train: torch.Tensor, *, steps: int, batch: int, seed: int, quiet: bool
-) -> list[float]:
-    """Train with ``Trainer`` (AdamW, lr 2e-3, clipping at 1); return the logged losses."""
+    model: nn.Module,
+    train: torch.Tensor,
+    *,
+    steps: int,
+    batch: int,
+    seed: int,
+    quiet: bool,
+    held_out: torch.Tensor | None = None,
+) -> LmTraining:
+    """Train with ``Trainer`` (AdamW, lr 2e-3, clipping at 1); return the logged losses and,
+    with ``held_out`` pieces, the held-out bits per character at the same steps."""
     data = [{"input_ids": c, "labels": c} for c in train]
+    every = max(1, steps // 25)
     with tempfile.TemporaryDirectory() as tmp:
         args = TrainingArguments(
             output_dir=tmp,
@@ -111,7 +144,7 @@ def train_lm(
             dataloader_drop_last=True,
             learning_rate=2e-3,
             max_grad_norm=1.0,
-            logging_steps=max(1, steps // 25),
+            logging_steps=every,
             report_to=[],
             save_strategy="no",
             use_cpu=True,
@@ -120,9 +153,15 @@ def train_lm(
         )
         trainer = Trainer(model=model, args=args, train_dataset=data)
         quiet_trainer(trainer, quiet=quiet, desc=f"{type(model).__name__}")
+        curve = None if held_out is None else HeldOutBits(held_out, every)
+        if curve is not None:
+            trainer.add_callback(curve)
         trainer.train()
     update_bn([train[:512]], model)  # population statistics; a no-op for the LSTM
-    return [h["loss"] for h in trainer.state.log_history if "loss" in h]
+    return LmTraining(
+        [h["loss"] for h in trainer.state.log_history if "loss" in h],
+        [] if curve is None else curve.curve,
+    )
 
 
 @torch.no_grad()

@@ -73,7 +73,7 @@ PAIRS_PER_STEP = 8
 def reproduce(ctx: RunContext) -> Path:
     torch.manual_seed(ctx.seed)
     report = Report(METHODS["jsma"], ctx.out, ctx.command)
-    n_images = 40 if ctx.quick else None  # per size; None = the whole held-out split
+    n_images = 20 if ctx.quick else None  # per size; None = the whole held-out split
 
     model = digits_classifier(28, seed=ctx.seed)
     x_test, y_test = load_digits_tensors(28, "test")
@@ -463,7 +463,7 @@ def _write(
     src: torch.Tensor,
     dst: torch.Tensor,
 ) -> None:
-    budget = "quick (40 images per size)" if ctx.quick else "full (all 360 held-out images)"
+    budget = "quick (20 images per size)" if ctx.quick else "full (all 360 held-out images)"
     report.text(
         "The paper attacked a LeNet on MNIST (784 features) towards every other class with "
         "theta = +1 and a maximum distortion of Upsilon = 14.5%. The stand-in here is "

@@ -11,11 +11,12 @@
 //   train_backward: the same step's backward, down to the gradients of W_x x_t and W_h h_{t-1}
 //                   (the caller multiplies by W_h), accumulating the gammas' and betas'
 //                   gradients;
-//   eval_step:      a step with the norms folded into per-step affine maps;
+//   eval_rows:      a step with the norms folded into per-step affine maps;
 //
-// and train_forward_sequence, train_backward_sequence and eval_sequence, the loops over a
-// sequence's steps around them, with the recurrent product (oneDNN's linear, as
-// torch.nn.LSTM's CPU path, or torch.mm), so that no step goes back to Python.
+// and the three operations registered for Python, train_forward_sequence,
+// train_backward_sequence and eval_sequence: the loops over a sequence's steps around them,
+// with the recurrent product (oneDNN's linear, as torch.nn.LSTM's CPU path, or torch.mm),
+// so that no step goes back to Python.
 //
 // Each kernel alternates two kinds of pass, each split over the CPU's threads: sums over
 // the rows (the batch statistics, the norms' backward sums; threads take blocks of
@@ -423,19 +424,6 @@ void eval_rows(const EvalRows<T>& e, int64_t n, int64_t H) {
   });
 }
 
-template <typename T>
-void eval_step_impl(const at::Tensor& x, const at::Tensor& s_x, const at::Tensor& shift,
-                    const at::Tensor& a, const at::Tensor& s_hh,
-                    const at::Tensor& c, const at::Tensor& s_c, const at::Tensor& b_c,
-                    at::Tensor& h_new, at::Tensor& c_new) {
-  const EvalRows<T> e{x.data_ptr<T>(),     s_x.data_ptr<T>(), shift.data_ptr<T>(),
-                      a.data_ptr<T>(),     s_hh.data_ptr<T>(), c.data_ptr<T>(),
-                      s_c.data_ptr<T>(),   b_c.data_ptr<T>(), h_new.data_ptr<T>(),
-                      c_new.data_ptr<T>(), x.stride(0),       a.stride(0),
-                      c.stride(0),         h_new.stride(0),   c_new.stride(0)};
-  eval_rows(e, x.size(0), x.size(1) / 4);
-}
-
 void train_forward(const at::Tensor& wx, const at::Tensor& a, const at::Tensor& c_prev,
                    const at::Tensor& gamma_x, const c10::optional<at::Tensor>& bias,
                    const at::Tensor& gamma_h, const at::Tensor& gamma_c, const at::Tensor& beta_c,
@@ -476,20 +464,6 @@ void train_backward(const at::Tensor& dh, const at::Tensor& d_out, const at::Ten
     train_backward_impl<scalar_t>(dh, d_out, act, th, c_prev, c_new, a, wx, gamma_x, gamma_h,
                                   gamma_c, mean, invstd, given, with_bias, dc, d_a, d_wx,
                                   d_gamma, d_beta);
-  });
-}
-
-void eval_step(const at::Tensor& x, const at::Tensor& s_x, const at::Tensor& shift,
-               const at::Tensor& a, const at::Tensor& s_hh,
-               const at::Tensor& c, const at::Tensor& s_c, const at::Tensor& b_c,
-               at::Tensor h_new, at::Tensor c_new) {
-  for (const auto& [t, name] : {std::pair{&x, "x"}, {&s_x, "s_x"}, {&shift, "shift"},
-                                {&a, "a"}, {&s_hh, "s_hh"}, {&c, "c"},
-                                {&s_c, "s_c"}, {&b_c, "b_c"}, {&h_new, "h_new"},
-                                {&c_new, "c_new"}})
-    check_rows(*t, name);
-  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "bn_lstm_eval_step", [&] {
-    eval_step_impl<scalar_t>(x, s_x, shift, a, s_hh, c, s_c, b_c, h_new, c_new);
   });
 }
 
@@ -658,16 +632,6 @@ void train_backward_sequence(
 
 TORCH_LIBRARY(paperports_bnlstm, m) {
   m.def(
-      "train_forward(Tensor wx, Tensor a, Tensor c_prev, Tensor gamma_x, Tensor? bias, "
-      "Tensor gamma_h, Tensor gamma_c, Tensor beta_c, Tensor(a!) mean, Tensor(b!) invstd, "
-      "Tensor(c!) act, Tensor(d!) c_new, Tensor(e!) th, Tensor(f!) h_new, "
-      "Tensor(g!)? observed, bool given, float eps_x, float eps_h, float eps_c) -> ()");
-  m.def(
-      "train_backward(Tensor dh, Tensor d_out, Tensor act, Tensor th, Tensor c_prev, "
-      "Tensor c_new, Tensor a, Tensor wx, Tensor gamma_x, Tensor gamma_h, Tensor gamma_c, "
-      "Tensor mean, Tensor invstd, bool given, bool with_bias, Tensor(a!) dc, Tensor(b!) d_a, "
-      "Tensor(c!) d_wx, Tensor(d!) d_gamma, Tensor(e!) d_beta) -> ()");
-  m.def(
       "train_forward_sequence(Tensor wx, Tensor weight, bool onednn, Tensor gamma_x, "
       "Tensor? bias, Tensor gamma_h, Tensor gamma_c, Tensor beta_c, Tensor? fixed, "
       "bool all_fixed, int[] batch_sizes, float eps_x, float eps_h, float eps_c, "
@@ -683,15 +647,9 @@ TORCH_LIBRARY(paperports_bnlstm, m) {
       "eval_sequence(Tensor wx, Tensor s_x, Tensor shift, Tensor s_hh, Tensor s_c, "
       "Tensor b_c, Tensor weight, bool onednn, int[] batch_sizes, Tensor(a!) hs, "
       "Tensor(b!) cs) -> ()");
-  m.def(
-      "eval_step(Tensor x, Tensor s_x, Tensor shift, Tensor a, Tensor s_hh, Tensor c, Tensor s_c, Tensor b_c, "
-      "Tensor(a!) h_new, Tensor(b!) c_new) -> ()");
 }
 
 TORCH_LIBRARY_IMPL(paperports_bnlstm, CPU, m) {
-  m.impl("train_forward", &train_forward);
-  m.impl("train_backward", &train_backward);
-  m.impl("eval_step", &eval_step);
   m.impl("eval_sequence", &eval_sequence);
   m.impl("train_forward_sequence", &train_forward_sequence);
   m.impl("train_backward_sequence", &train_backward_sequence);

@@ -3,6 +3,9 @@ statistics, and one task's run end to end on a tiny budget."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 import torch
 
 from paperports.experiments.bnlstm.past_t_max import (
@@ -13,6 +16,7 @@ from paperports.experiments.bnlstm.past_t_max import (
     run_task,
 )
 from paperports.integrations.torch import RecurrentBatchNorm
+from paperports.registry import RunContext
 
 
 def _norm_with(mean: torch.Tensor, std: torch.Tensor) -> torch.nn.Module:
@@ -68,3 +72,31 @@ def test_the_tasks_labels_follow_their_definitions() -> None:
     x, y = TASKS["counting"](4, 30, g)
     counts = x.cumsum(1)
     torch.testing.assert_close(y, (counts[..., 0] >= counts[..., 1]).long())
+
+
+def test_the_report_names_each_models_figures(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's tables and its within-the-trained-length line read each column by its
+    name from the runs (on a budget of 3 steps per model, one seed)."""
+    from paperports.experiments.bnlstm import past_t_max
+
+    runs: dict[str, past_t_max.TaskRun] = {}
+
+    def keep(task: str, seed: int, steps: int) -> past_t_max.TaskRun:
+        runs[task] = run_task(task, seed, 3)
+        return runs[task]
+
+    monkeypatch.setattr(past_t_max, "run_task", keep)
+    path = past_t_max.reproduce_past_t_max(RunContext(out=tmp_path, quick=True, quiet=True))
+    md = path.read_text()
+    within = md.split("Within the trained length")[1].split("\n")[0]
+    for task in TASKS:
+        r = runs[task].within
+        assert (
+            f"{task} LSTM {100 * r['LSTM']:.1f}, BN-LSTM {100 * r['last']:.1f}, "
+            f"random_t_max {100 * r['random_t_max: last']:.1f}, "
+            f"random_t_max 1 {100 * r['random_t_max 1: last']:.1f}"
+        ) in within
+        row = next(line for line in md.splitlines() if line.startswith(f"| {task} | "))
+        assert f"| {100 * runs[task].past['random_t_max 1: last']:.1f} ± 0.0 |" in row

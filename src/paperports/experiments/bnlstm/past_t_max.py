@@ -313,14 +313,21 @@ def reproduce_past_t_max(ctx: RunContext) -> Path:
         report.table(["task", *keys], rows)
 
     table(main)
+    within = (
+        ("LSTM", "LSTM"),
+        ("BN-LSTM", "last"),
+        ("random_t_max", "random_t_max: last"),
+        ("random_t_max 1", "random_t_max 1: last"),
+    )
     report.text(
         "Within the trained length (accuracy over the first "
         f"{T_TRAIN} steps: "
         + "; ".join(
-            f"{task} LSTM {100 * np.mean([r.within['LSTM'] for r in runs[task]]):.1f}, "
-            f"BN-LSTM {100 * np.mean([r.within['last'] for r in runs[task]]):.1f}, "
-            f"random_t_max {100 * np.mean([r.within[main[-2]] for r in runs[task]]):.1f}, "
-            f"random_t_max 1 {100 * np.mean([r.within[main[-1]] for r in runs[task]]):.1f}"
+            f"{task} "
+            + ", ".join(
+                f"{name} {100 * np.mean([r.within[key] for r in runs[task]]):.1f}"
+                for name, key in within
+            )
             for task in TASKS
         )
         + ")."

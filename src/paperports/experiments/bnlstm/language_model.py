@@ -160,7 +160,7 @@ def train_lm(
     # population statistics over the whole training text (a no-op for the LSTM): the first
     # 512 pieces alone, the alphabetically first topics, left the full-budget BN-LSTM 0.06
     # bits per character worse on held-out text than its running averages
-    update_bn(train.split(512), model)
+    update_bn(train.split(512), model)  # type: ignore[no-untyped-call]
     return LmTraining(
         [h["loss"] for h in trainer.state.log_history if "loss" in h],
         [] if curve is None else curve.curve,

@@ -157,9 +157,8 @@ def train_lm(
         if curve is not None:
             trainer.add_callback(curve)
         trainer.train()
-    # population statistics over the whole training text (a no-op for the LSTM): the first
-    # 512 pieces alone, the alphabetically first topics, left the full-budget BN-LSTM 0.06
-    # bits per character worse on held-out text than its running averages
+    # population statistics over the whole training text (a no-op for the LSTM), not its
+    # first 512 pieces, the alphabetically first topics
     update_bn(train.split(512), model)  # type: ignore[no-untyped-call]
     return LmTraining(
         [h["loss"] for h in trainer.state.log_history if "loss" in h],

@@ -135,15 +135,89 @@ def test_a_bad_probability_is_refused_by_name(value: object) -> None:
         BNLSTM(3, 4, random_t_max=value)  # type: ignore[arg-type]
 
 
-def test_graph_capture_of_a_drawing_training_step_is_refused_and_evaluation_traces() -> None:
+def _train_step(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
+    x = x.clone().requires_grad_()
+    out, (h, c) = model(x)
+    (out.pow(2).sum() + h.sum() + c.sum()).backward()
+    return [out, h, c, x.grad]  # type: ignore[list-item]
+
+
+@pytest.mark.parametrize("capture", ["trace", "export", "compile"])
+def test_graph_capture_keeps_the_draw_in_the_graph_and_trains_as_eager(capture: str) -> None:
+    """Once refused. With probability 1 and 3 steps the drawn step can only be 2, so the
+    captured training step (values, gradients, running statistics) equals the eager one;
+    and the captured draw happens at every call, not once at capture."""
+    model = _model(random_t_max=1.0)
+    eager = copy.deepcopy(model)
+    x = torch.randn(3, 2, 3, dtype=torch.float64)
+    captured: torch.nn.Module
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks
+        if capture == "trace":  # the trace runs a training step: then back to the start
+            model = copy.deepcopy(model)
+            captured = torch.jit.trace(model, (x,), check_trace=False)
+            model.load_state_dict(eager.state_dict())  # the traced graph holds its tensors
+        elif capture == "export":
+            captured = torch.export.export(copy.deepcopy(model), (x,)).module()
+            model = captured  # type: ignore[assignment]
+        else:
+            torch._dynamo.reset()
+            captured = torch.compile(model, fullgraph=True)  # type: ignore[assignment]
+    before = [b.clone() for b in eager.buffers()]
+    got = _train_step(captured, x)
+    expected = _train_step(eager, x)
+    for a, b in zip(got, expected, strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    grads = [p.grad for p in model.parameters()]
+    for a, b in zip(grads, [p.grad for p in eager.parameters()], strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    for a, b in zip(model.buffers(), eager.buffers(), strict=True):
+        torch.testing.assert_close(a, b, rtol=1e-7, atol=1e-9)
+    assert not all(torch.equal(a, b) for a, b in zip(eager.buffers(), before, strict=True))
+    # the paper's training of the same batch differs from step 2 on: the draw took place
+    paper = _model()
+    out = paper(x)[0]
+    torch.testing.assert_close(got[0][:2], out[:2].detach())
+    assert not torch.allclose(got[0][2:], out[2:].detach())
+
+
+def test_a_captured_draw_is_drawn_at_every_call() -> None:
+    """Probability 0.5 under ``torch.compile``: over calls, some batches train as the
+    paper's training (no step stale) and some do not."""
+    torch._dynamo.reset()
     model = _model(random_t_max=0.5)
+    paper = copy.deepcopy(model)
+    paper.random_t_max = 0.0
+    compiled = torch.compile(model, fullgraph=True)
+    x = torch.randn(6, 4, 3, dtype=torch.float64)
+    same = []
+    for _ in range(12):
+        out = compiled(x)[0]
+        same.append(torch.allclose(out, paper(x)[0]))
+        paper.load_state_dict(model.state_dict())  # the same statistics for the next call
+    assert 0 < sum(same) < 12
+
+
+def test_evaluation_draws_nothing_and_traces() -> None:
+    model = _model(random_t_max=0.5).eval()
     x = torch.randn(6, 2, 3, dtype=torch.float64)
-    with warnings.catch_warnings(), pytest.raises(NotImplementedError, match="random_t_max"):
-        warnings.simplefilter("ignore", torch.jit.TracerWarning)
-        torch.jit.trace(model, (x,), check_trace=False)
-    model.eval()  # evaluation draws nothing: it traces as before
+    state = torch.get_rng_state()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", torch.jit.TracerWarning)  # shape checks, constant
         traced = torch.jit.trace(model, (x,))
     torch.testing.assert_close(traced(x)[0], model(x)[0])
+    assert torch.equal(torch.get_rng_state(), state)
     assert "random_t_max=0.5" in repr(model)
+
+
+def test_the_norm_takes_the_step_as_a_tensor_and_refuses_other_tensors() -> None:
+    torch.manual_seed(0)
+    norm = RecurrentBatchNorm(3, t_max=10, gamma_init=1.0).double()
+    norm(torch.randn(6, 8, 3, dtype=torch.float64) * 2 + 1)
+    as_int, as_tensor = copy.deepcopy(norm), copy.deepcopy(norm)
+    x = torch.randn(6, 8, 3, dtype=torch.float64)
+    torch.testing.assert_close(as_tensor(x, stale_from=torch.tensor(4)), as_int(x, stale_from=4))
+    torch.testing.assert_close(as_tensor.running_var, as_int.running_var)
+    for bad in (torch.tensor([4]), torch.tensor(4.0)):
+        with pytest.raises(ValueError, match="stale_from"):
+            norm(x, stale_from=bad)

@@ -501,7 +501,9 @@ class BNLSTM(nn.Module):
             dev_order = order.to(x.device)
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
-        stale_from = draw_stale_from(self.random_t_max, n_steps) if self.training else None
+        stale_from = (
+            draw_stale_from(self.random_t_max, n_steps, x.device) if self.training else None
+        )
         h_n, c_n, layers = [], [], []
         layer_in = x
         for layer in range(self.num_layers):
@@ -754,7 +756,7 @@ def _sequence(
     batch_sizes: list[int] | None,
     who: str,
     mask: Tensor | None = None,
-    stale_from: int | None = None,
+    stale_from: int | Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """:meth:`BNLSTMCell.sequence` for one layer and direction ``p``; under graph capture,
     the running rows may come as a ``mask`` ``(T, B)`` instead of ``batch_sizes``. In
@@ -780,7 +782,8 @@ def _sequence(
         for bn in (p.bn_ih, p.bn_hh, p.bn_c):
             bn.agree_across_processes()  # before any statistics, fast path or not
     synchronised = p.training and any(bn.synchronises() for bn in (p.bn_ih, p.bn_hh, p.bn_c))
-    if _plain_path() or synchronised:  # the fast path's statistics are this process's own
+    # the fast path's statistics are this process's own, and its step a Python int
+    if _plain_path() or synchronised or isinstance(stale_from, Tensor):
         if batch_sizes is not None:
             sizes = torch.tensor(batch_sizes, device=x.device)
             mask = torch.arange(x.shape[1], device=x.device)[None, :] < sizes[:, None]
@@ -790,19 +793,26 @@ def _sequence(
     return _sequence_eval(p, x, h, c, batch_sizes)
 
 
-def draw_stale_from(probability: float, steps: int) -> int | None:
+def draw_stale_from(
+    probability: float, steps: int, device: torch.device | None = None
+) -> int | Tensor | None:
     """``BNLSTM``'s ``random_t_max``: with ``probability``, a step drawn uniformly from
     ``ceil(steps / 2) .. steps - 1`` (from torch's default generator, so ``torch.manual_seed``
     repeats it), from which a training batch is normalised with earlier statistics;
-    otherwise (or for a single step) ``None``."""
+    otherwise (or for a single step) ``None``.
+
+    Under graph capture (``torch.compile``, ``torch.export``, ``torch.jit.trace``) the draw
+    is a 0-d tensor on ``device`` instead, so that it stays an operation of the graph and is
+    drawn again at every call: the step, or ``steps`` (no step stale) when the batch is not
+    drawn. The same distribution; not the same numbers as eagerly for a seed (capture draws
+    the step first, and compiled code has a random generator of its own)."""
+    steps = int(steps)  # torch.jit.trace hands shapes over as tensors
     if probability <= 0.0 or steps < 2:
         return None
     if graph_capture():
-        raise NotImplementedError(
-            "BNLSTM: random_t_max > 0 draws a step per training batch, which graph capture "
-            "(torch.compile, torch.export, torch.jit.trace) cannot hold; train eagerly or "
-            "with torch.jit.script, or set random_t_max=0"
-        )
+        step = torch.randint((steps + 1) // 2, steps, (), device=device)
+        drawn = torch.rand((), device=device) < probability
+        return torch.where(drawn, step, torch.full_like(step, steps))
     if float(torch.rand(1)[0]) >= probability:
         return None
     return int(torch.randint((steps + 1) // 2, steps, [1])[0])
@@ -852,7 +862,7 @@ def _sequence_stepwise(
     h: Tensor,
     c: Tensor,
     mask: Tensor | None,
-    stale_from: int | None = None,
+    stale_from: int | Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """The straightforward computation: the three batch norms applied step by step, as
     :meth:`BNLSTMCell.step` does, with autograd recording every operation. ``mask``
@@ -882,7 +892,7 @@ def _step(
     t: int,
     mask: Tensor | None,
     bias: Tensor | None,
-    stale_from: int | None = None,
+    stale_from: int | Tensor | None = None,
 ) -> tuple[Tensor, Tensor, Tensor]:
     """Eq. 6-8 at step ``t`` from the normalised input projection: ``(h_t, c_t, output)``;
     rows outside ``mask`` ``(B,)`` keep their state and output 0."""

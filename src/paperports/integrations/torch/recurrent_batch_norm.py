@@ -85,7 +85,8 @@ class RecurrentBatchNorm(nn.Module):
         device: Where to create the parameters and statistics.
         dtype: Their floating-point type.
 
-    In training, ``stale_from`` (a step >= 1) normalises the steps from it on with the
+    In training, ``stale_from`` (a step >= 1, or a 0-d integer tensor holding one, which
+    graph capture keeps an operation of the graph) normalises the steps from it on with the
     running statistics of step ``stale_from - 1`` as they are when called, as evaluation
     past a ``t_max`` of ``stale_from`` would; their batch statistics still update their
     own (``BNLSTM``'s ``random_t_max`` draws it).
@@ -262,7 +263,7 @@ class RecurrentBatchNorm(nn.Module):
         x: Tensor,
         start: int = 0,
         mask: Tensor | None = None,
-        stale_from: int | None = None,
+        stale_from: int | Tensor | None = None,
     ) -> Tensor:
         who = type(self).__name__
         check_floating_tensor("input", x, dtype=self.weight.dtype, who=who, module="module")
@@ -273,7 +274,13 @@ class RecurrentBatchNorm(nn.Module):
         start = check_int("start", start, minimum=0, who=who)
         if mask is not None:
             check_mask("mask", mask, (x.shape[0], x.shape[1]), who=who)
-        if stale_from is not None:
+        if isinstance(stale_from, Tensor):
+            if stale_from.dim() != 0 or stale_from.dtype.is_floating_point:
+                raise ValueError(
+                    f"{who}: stale_from must be a step (an int >= 1) or a 0-d integer tensor, "
+                    f"got a {stale_from.dtype} tensor of shape {tuple(stale_from.shape)}"
+                )
+        elif stale_from is not None:
             stale_from = check_int("stale_from", stale_from, minimum=1, who=who)
         if x.numel() == 0:  # no step or no sequence: nothing to normalise or to track
             return x * self.weight
@@ -295,7 +302,7 @@ class RecurrentBatchNorm(nn.Module):
         return self.steps_tracked.clamp(min=1, max=self.allocated_steps) - 1
 
     def running_statistics(
-        self, start: int, steps: int, upto: int | None = None
+        self, start: int, steps: int, upto: int | Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         """The running mean and variance that steps ``start .. start + steps - 1`` use in
         evaluation, each ``(steps, F)``: their own, or the last tracked step's past it
@@ -324,7 +331,7 @@ class RecurrentBatchNorm(nn.Module):
         return out + self.bias if self.bias is not None else out
 
     def _batch_normalise(
-        self, x: Tensor, mask: Tensor | None, start: int, stale_from: int | None = None
+        self, x: Tensor, mask: Tensor | None, start: int, stale_from: int | Tensor | None = None
     ) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """``(x_hat, mean (T, 1, F), biased var (T, 1, F), count (T, 1))`` over the batch.
 
@@ -334,7 +341,10 @@ class RecurrentBatchNorm(nn.Module):
         ``t_max`` of ``stale_from`` would (their batch statistics still update theirs)."""
         mean, var, count = self._batch_statistics(x, mask)
         few = (count < 2).unsqueeze(1)  # (T, 1, 1): a statistic of one value is no statistic
-        stale = stale_from is not None and stale_from < start + x.shape[0]
+        # a drawn step as a tensor (graph capture) may be any: every step is checked
+        stale = stale_from is not None and (
+            isinstance(stale_from, Tensor) or stale_from < start + x.shape[0]
+        )
         # without a mask every step has the whole batch, of two or more (forward checks it)
         if not stale and (mask is None or (values_known(count) and not bool(few.any()))):
             return (x - mean) * torch.rsqrt(var + self.eps), mean, var, count

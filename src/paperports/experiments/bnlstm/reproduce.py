@@ -267,6 +267,7 @@ def _lm_run(
         kind, sizes["embedding"], sizes["hidden"], t,
         random_t_max=RANDOM_T_MAX if kind == RANDOM_T_MAX_KIND else 0.0,
     )  # fmt: skip
+    held_pieces = chunks(held, t)
     start = time.perf_counter()
     run = train_lm(
         model,
@@ -275,13 +276,13 @@ def _lm_run(
         batch=sizes["batch"],
         seed=seed,
         quiet=ctx.quiet,
-        held_out=chunks(held, t),
+        held_out=held_pieces,
     )
     record = {
         "losses": run.losses,
         "held_out_curve": [[step, bpc] for step, bpc in run.held_out],  # as JSON reads back
         "seconds": time.perf_counter() - start,
-        "bpc": bits_per_char(model, chunks(held, t)),
+        "bpc": bits_per_char(model, held_pieces),
         "bpc_by_length": {
             str(k * t): bits_per_char(model, chunks(held, k * t), batch=max(1, 64 // k))
             for k in LENGTH_FACTORS

@@ -189,7 +189,8 @@ def test_a_captured_draw_is_drawn_at_every_call() -> None:
     paper = copy.deepcopy(model)
     paper.random_t_max = 0.0
     compiled = torch.compile(model, fullgraph=True)
-    x = torch.randn(6, 4, 3, dtype=torch.float64)
+    x = torch.randn(4, 3, 3, dtype=torch.float64)
+    torch.manual_seed(0)  # compiled code seeds its generator from torch's
     same = []
     for _ in range(12):
         out = compiled(x)[0]

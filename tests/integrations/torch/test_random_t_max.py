@@ -219,6 +219,6 @@ def test_the_norm_takes_the_step_as_a_tensor_and_refuses_other_tensors() -> None
     x = torch.randn(6, 8, 3, dtype=torch.float64)
     torch.testing.assert_close(as_tensor(x, stale_from=torch.tensor(4)), as_int(x, stale_from=4))
     torch.testing.assert_close(as_tensor.running_var, as_int.running_var)
-    for bad in (torch.tensor([4]), torch.tensor(4.0)):
+    for bad in (torch.tensor([4]), torch.tensor(4.0), torch.tensor(True), torch.tensor(0)):
         with pytest.raises(ValueError, match="stale_from"):
             norm(x, stale_from=bad)

@@ -145,8 +145,9 @@ def _train_step(model: torch.nn.Module, x: torch.Tensor) -> list[torch.Tensor]:
 @pytest.mark.parametrize("capture", ["trace", "export", "compile"])
 def test_graph_capture_keeps_the_draw_in_the_graph_and_trains_as_eager(capture: str) -> None:
     """Once refused. With probability 1 and 3 steps the drawn step can only be 2, so the
-    captured training step (values, gradients, running statistics) equals the eager one;
-    and the captured draw happens at every call, not once at capture."""
+    captured training step (values, gradients, running statistics) equals the eager one
+    (the next test shows that the draw is made at every call). Captured modules take no
+    ``lengths`` keyword, hence a helper of their own rather than ``_train_once``."""
     model = _model(random_t_max=1.0)
     eager = copy.deepcopy(model)
     x = torch.randn(3, 2, 3, dtype=torch.float64)

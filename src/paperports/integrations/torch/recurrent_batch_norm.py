@@ -14,6 +14,7 @@ from paperports._checks import (
     check_batch_for_statistics,
     check_float,
     check_floating_tensor,
+    check_index_tensor,
     check_int,
     check_mask,
     values_known,
@@ -275,17 +276,12 @@ class RecurrentBatchNorm(nn.Module):
         if mask is not None:
             check_mask("mask", mask, (x.shape[0], x.shape[1]), who=who)
         if isinstance(stale_from, Tensor):
-            dtype = stale_from.dtype
-            integer = not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool)
-            if stale_from.dim() != 0 or not integer:
+            if stale_from.dim() != 0:
                 raise ValueError(
                     f"{who}: stale_from must be a step (an int >= 1) or a 0-d integer tensor, "
-                    f"got a {dtype} tensor of shape {tuple(stale_from.shape)}"
+                    f"got a tensor of shape {tuple(stale_from.shape)}"
                 )
-            # its value, where it may be read (not while a graph is captured)
-            tracing = torch.jit.is_tracing()  # type: ignore[attr-defined,no-untyped-call]
-            if values_known(stale_from) and not tracing and int(stale_from) < 1:
-                raise ValueError(f"{who}: stale_from must be >= 1, got {int(stale_from)}")
+            check_index_tensor("stale_from", stale_from, low=1, high=None, what="a step", who=who)
         elif stale_from is not None:
             stale_from = check_int("stale_from", stale_from, minimum=1, who=who)
         if x.numel() == 0:  # no step or no sequence: nothing to normalise or to track

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from paperports.integrations.torch import BNLSTM, RecurrentBatchNorm
+from paperports.integrations.torch import BNLSTM, RecurrentBatchNorm, update_bn
 from paperports.integrations.torch.bn_lstm import draw_stale_from, per_step_computation
 from paperports.integrations.torch.bn_lstm_training import BNLSTMSequence
 
@@ -223,3 +223,44 @@ def test_the_norm_takes_the_step_as_a_tensor_and_refuses_other_tensors() -> None
     for bad in (torch.tensor([4]), torch.tensor(4.0), torch.tensor(True), torch.tensor(0)):
         with pytest.raises(ValueError, match="stale_from"):
             norm(x, stale_from=bad)
+
+
+@pytest.mark.parametrize("recompute", ["ours", "torch"])
+def test_update_bn_recomputes_the_statistics_without_drawing(recompute: str) -> None:
+    """The statistics that ``update_bn`` recomputes are those of evaluation's network (every
+    step its own statistics): no step is drawn meanwhile, so a ``random_t_max=1`` model gets
+    the statistics of the same model with the paper's training, and torch's generator is
+    left as it was. Once it is done, training draws again."""
+    model = _model(random_t_max=1.0)
+    paper = copy.deepcopy(model)
+    paper.random_t_max = 0.0
+    batches = [torch.randn(8, 4, 3, dtype=torch.float64) + k for k in range(3)]
+    for m in (model, paper):
+        if recompute == "ours":
+            update_bn(batches, m)
+        else:
+            torch.optim.swa_utils.update_bn(batches, m)
+    for a, b in zip(model.buffers(), paper.buffers(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    model.train()
+    state = torch.get_rng_state()
+    model(batches[0])
+    assert not torch.equal(torch.get_rng_state(), state)  # the training batch drew again
+
+
+def test_update_bn_leaves_the_generator_untouched() -> None:
+    model = _model(random_t_max=1.0)
+    batches = [torch.randn(8, 4, 3, dtype=torch.float64) for _ in range(2)]
+    state = torch.get_rng_state()
+    update_bn(batches, model)
+    assert torch.equal(state, torch.get_rng_state())
+
+
+def test_the_draw_runs_under_a_meta_default_device() -> None:
+    """The draw is made on the CPU's generator whatever the default device: under
+    ``torch.device("meta")`` (shape inference, deferred initialisation) a training step
+    with ``random_t_max`` runs instead of failing on a meta tensor's value."""
+    with torch.device("meta"):
+        model = BNLSTM(3, 4, random_t_max=1.0)
+        out, (h, c) = model(torch.randn(6, 2, 3))
+    assert out.is_meta and out.shape == (6, 2, 4) and h.shape == c.shape == (1, 2, 4)

@@ -333,6 +333,10 @@ class BNLSTM(nn.Module):
     def _synchronised(self) -> bool:
         return any(m.synchronises() for m in self.children() if isinstance(m, RecurrentBatchNorm))
 
+    def _recomputing_statistics(self) -> bool:
+        """Whether ``update_bn`` is recomputing the statistics (no ``random_t_max`` draw)."""
+        return any(m._recomputing for m in self.children() if isinstance(m, RecurrentBatchNorm))
+
     def reset_parameters(self) -> None:
         """Each layer and direction as :meth:`BNLSTMCell.reset_parameters` (the paper's
         initialisation), statistics reset."""
@@ -502,7 +506,9 @@ class BNLSTM(nn.Module):
             x, h0, c0 = x[:, dev_order], h0[:, dev_order], c0[:, dev_order]
 
         stale_from = (
-            draw_stale_from(self.random_t_max, n_steps, x.device) if self.training else None
+            draw_stale_from(self.random_t_max, n_steps, x.device)
+            if self.training and not self._recomputing_statistics()
+            else None
         )
         h_n, c_n, layers = [], [], []
         layer_in = x
@@ -813,9 +819,10 @@ def draw_stale_from(
         step = torch.randint((steps + 1) // 2, steps, (), device=device)
         drawn = torch.rand((), device=device) < probability
         return torch.where(drawn, step, torch.full_like(step, steps))
-    if float(torch.rand(1)[0]) >= probability:
+    # on the CPU's generator whatever the default device (a meta or CUDA default included)
+    if float(torch.rand(1, device="cpu")[0]) >= probability:
         return None
-    return int(torch.randint((steps + 1) // 2, steps, [1])[0])
+    return int(torch.randint((steps + 1) // 2, steps, [1], device="cpu")[0])
 
 
 def graph_capture() -> bool:

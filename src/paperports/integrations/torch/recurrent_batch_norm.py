@@ -131,6 +131,9 @@ class RecurrentBatchNorm(nn.Module):
         self.register_buffer("running_var", torch.ones(1, num_features, **factory))
         self.register_buffer("steps_tracked", torch.zeros((), dtype=torch.long, device=device))
         self.register_buffer("batches_tracked", torch.zeros(1, dtype=torch.long, device=device))
+        # True while update_bn (ours, or torch's through the handle) recomputes the statistics:
+        # BNLSTM draws no random_t_max step then, so they are those of evaluation's network
+        self._recomputing = False
         self._swa_update_bn = _SwaUpdateBnHandle(self)
         self._agreed = False  # see agree_across_processes
         self.reset_parameters()
@@ -456,6 +459,9 @@ class _SwaUpdateBnHandle(_BatchNorm):
     def __init__(self, owner: RecurrentBatchNorm) -> None:
         object.__setattr__(self, "_owner", owner)  # not a child: no cycle in modules()
         super().__init__(1, momentum=owner.momentum, affine=False, track_running_stats=False)
+        # _BatchNorm's __init__ resets too: that reset starts no recomputation
+        self.__dict__["_pending_settings"] = 0
+        owner._recomputing = False
 
     @property  # type: ignore[override]
     def momentum(self) -> float | None:
@@ -464,9 +470,17 @@ class _SwaUpdateBnHandle(_BatchNorm):
     @momentum.setter
     def momentum(self, value: float | None) -> None:
         self._owner.momentum = value
+        # torch's update_bn resets, sets the momentum to None, runs the loader and sets the
+        # momentum back: the second setting after a reset ends the recomputation
+        pending = self.__dict__.get("_pending_settings", 0)
+        if pending > 0:
+            self.__dict__["_pending_settings"] = pending - 1
+            self._owner._recomputing = pending > 1
 
     def reset_running_stats(self) -> None:
         self._owner.reset_running_stats()
+        self._owner._recomputing = True
+        self.__dict__["_pending_settings"] = 2
 
     def _check_input_dim(self, input: Tensor) -> None:
         raise RuntimeError("this handle only serves torch.optim.swa_utils.update_bn")

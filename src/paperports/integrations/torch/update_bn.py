@@ -35,7 +35,9 @@ def update_bn(
     Running averages with a momentum trail weights that are still changing, and in a
     recurrent network an error at early steps compounds through time. Recomputing the
     statistics once after training makes evaluation match training's normalisation.
-    Parameters are not changed; the model is left in the mode it was in.
+    Parameters are not changed; the model is left in the mode it was in. ``BNLSTM``'s
+    ``random_t_max`` draws no step meanwhile: the statistics are those of the network that
+    evaluation runs, every step normalised with its own.
 
     The trained statistics are never lost: if the loader is empty, if a batch raises, or if
     no step of any batch had the two sequences a batch statistic needs, the statistics are
@@ -80,6 +82,7 @@ def update_bn(
     for m in norms:
         m.reset_running_stats()
         m.momentum = None
+        m._recomputing = True
     model.train()
     seen = 0
     try:
@@ -114,6 +117,7 @@ def update_bn(
     finally:
         for m, state in zip(norms, saved, strict=True):
             m.momentum = state["momentum"]
+            m._recomputing = state["recomputing"]
         model.train(was_training)
 
 
@@ -122,7 +126,7 @@ def _snapshot(norm: RecurrentBatchNorm) -> dict[str, Any]:
     buffers: dict[str, Tensor] = {
         name: buffer.clone() for name, buffer in norm.named_buffers(recurse=False)
     }
-    return {"buffers": buffers, "momentum": norm.momentum}
+    return {"buffers": buffers, "momentum": norm.momentum, "recomputing": norm._recomputing}
 
 
 def _restore_all(norms: list[RecurrentBatchNorm], saved: list[dict[str, Any]]) -> None:

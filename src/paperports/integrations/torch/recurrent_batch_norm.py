@@ -142,6 +142,7 @@ class RecurrentBatchNorm(nn.Module):
     running_var: Tensor
     steps_tracked: Tensor
     batches_tracked: Tensor
+    _recomputing: bool = False  # also for modules pickled before it existed
 
     def reset_parameters(self) -> None:
         """:math:`\\gamma` = ``gamma_init``, :math:`\\beta` = 0, statistics reset."""

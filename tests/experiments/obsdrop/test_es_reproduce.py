@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from paperports.experiments.obsdrop.es_reproduce import main
 
 
@@ -20,8 +22,13 @@ def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
         assert 0.0 <= value <= 1000.0  # a mean return of the swing-up
         assert len(results["best_per_generation"][p][0]) == results["budget"]["generations"]
         assert results["dream_transfer"][p][0] is not None
+        # the search's length: the population's mean over (up to) its last 20 generations
+        (at_end,) = results["population_mean_at_end"][p]
+        means = results["mean_per_generation"][p][0]
+        assert at_end == pytest.approx(sum(means[-20:]) / len(means[-20:]))
     report = (out / "report.md").read_text()
     assert "trained by the ES" in report and "PPO route" in report
+    assert "The search's length" in report and "20,621 generations" in report
     assert (out / "return_vs_p.png").is_file()
     # a second run finds every agent finished: nothing is trained or measured again
     saved = {path: path.read_text() for path in (out / "runs").glob("*.json")}
@@ -32,8 +39,6 @@ def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
 
 def test_agents_trained_in_worker_processes_are_the_agents_trained_here(tmp_path: Path) -> None:
     """`--jobs 2` trains the quick budget's two agents at once, each on one thread as here."""
-    import pytest
-
     with pytest.raises(ValueError, match="jobs"):
         main(["--quick", "--quiet", "--out", str(tmp_path / "none"), "--jobs", "0"])
     here, workers = tmp_path / "here", tmp_path / "workers"

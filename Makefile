@@ -35,7 +35,7 @@ $(STAMP): pyproject.toml
 	touch $@
 
 pytest:
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=20
 
 lint:
 	$(BIN)/ruff check src tests benchmarks examples

@@ -390,7 +390,7 @@ def _leads(x: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     valid (a larger sample filters more, at the cost of a larger ``topk``)."""
     n = x.shape[1]
     stride = max(1, n // LEAD_SAMPLE)
-    values, at = x[:, ::stride].topk(min(64, -(-n // stride)))
+    values, at = topk(x[:, ::stride], min(64, -(-n // stride)))
     return values, at * stride
 
 
@@ -426,7 +426,7 @@ def _front(
             mu, mv = ep.where(ok, u, neg_inf), ep.where(ok, v, neg_inf)
             leads = [(m1, m2, *_leads(m1)) for m1, m2 in ((mu, mv), (mv, mu))]
         for lead, other, values, top in leads:
-            second = other.take_along_axis(top, axis=-1).topk(2)[0][:, 1:]
+            second = topk(other.take_along_axis(top, axis=-1), 2)[0][:, 1:]
             twice = ep.logical_and(lead < values[:, -1:], other < second)
             keep = ep.logical_and(keep, ep.logical_not(twice))
     idx, keep = _true_positions(keep)  # (N, m), m the most survivors in a row: small
@@ -472,7 +472,7 @@ def _compact(idx: ep.Tensor, keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     if size == m:
         return idx, keep
     position = ep.arange(idx, m)[None, :]
-    first = ep.where(keep, -position, ep.full_like(position, -m)).topk(size)[1]
+    first = topk(ep.where(keep, -position, ep.full_like(position, -m)), size)[1]
     return idx.take_along_axis(first, axis=-1), keep.take_along_axis(first, axis=-1)
 
 
@@ -486,7 +486,7 @@ def best_aligned_pairs(a: ep.Tensor, domain: ep.Tensor) -> tuple[ep.Tensor, ep.T
         none = ep.zeros(a, (a.shape[0],)).astype(int)
         return none, none, none > 0
     masked = ep.where(domain, a, ep.full_like(a, -ep.inf))
-    top, top_idx = masked.topk(min(n, 3))
+    top, top_idx = topk(masked, min(n, 3))
     if n == 2 or bool((top[:, 2] < top[:, 1]).all().item()):
         p, q = top_idx[:, 0], top_idx[:, 1]  # no ties: the two largest are the pair
     else:
@@ -518,7 +518,7 @@ def _bound_search(
     rows = ep.arange(key, n_rows)
     m = min(n, 64)
     while len(rows):
-        bounds, cand = take_rows(bound, rows).topk(min(n, m + 1))
+        bounds, cand = topk(take_rows(bound, rows), min(n, m + 1))
         u_, v_, ok_ = take_rows(u, rows), take_rows(v, rows), take_rows(ok, rows)
         s, k = _best_among(u_, v_, ok_, cand[:, :m], chunk_size)
         score, key = set_rows(score, rows, s), set_rows(key, rows, k)
@@ -549,6 +549,19 @@ def in_layout_of(x: ep.Tensor, like: ep.Tensor) -> ep.Tensor:
         return x
     laid_out: ep.Tensor = ep.astensor(x.raw.contiguous(memory_format=layout))
     return laid_out
+
+
+def topk(x: ep.Tensor, k: int) -> tuple[ep.Tensor, ep.Tensor]:
+    """``x.topk(k)``: the ``k`` largest values along the last axis, largest first, and their
+    indices, right in every framework. eagerpy's NumPy ``topk`` takes the last ``k`` entries
+    of an ``argpartition`` around the k-th smallest, which need not be the ``k`` largest (which
+    ones it returns depends on NumPy's partition for the machine's CPU): NumPy sorts instead."""
+    if framework_of(x) != "numpy":
+        return x.topk(k)
+    import numpy as np
+
+    idx = np.argsort(-x.raw, axis=-1, kind="stable")[..., :k]
+    return ep.astensor(np.take_along_axis(x.raw, idx, axis=-1)), ep.astensor(idx)
 
 
 def framework_of(x: ep.Tensor) -> str:

@@ -37,6 +37,7 @@ from paperports.integrations.foolbox.saliency import (
     scatter_rows,
     set_rows,
     take_rows,
+    topk,
 )
 
 __all__ = ["JSMA", "AttackStatistics", "SaliencyMapAttack", "Variant"]
@@ -552,7 +553,7 @@ class SaliencyMapAttack(MinimizationAttack):
         n = a.shape[1]
         left = self.pairs_per_step - j0
         free = ep.logical_and(domain, ep.logical_not(picks))
-        values, idx = ep.where(free, a, ep.full_like(a, -ep.inf)).topk(min(n, 2 * left))
+        values, idx = topk(ep.where(free, a, ep.full_like(a, -ep.inf)), min(n, 2 * left))
         left = idx.shape[1] // 2
         values, idx = values[:, : 2 * left], idx[:, : 2 * left]
         adds = fresh.take_along_axis(idx, axis=-1)
@@ -591,7 +592,7 @@ class SaliencyMapAttack(MinimizationAttack):
             if bool(found.all().item()) or n < 2:
                 fallback_ok = ep.zeros(found, found.shape).bool()
             else:  # the pair with the largest alpha > 0 (the two largest a in the domain)
-                top, top_idx = ep.where(domain, a, ep.full_like(a, -ep.inf)).topk(2)
+                top, top_idx = topk(ep.where(domain, a, ep.full_like(a, -ep.inf)), 2)
                 fallback_ok = top.sum(axis=-1) > 0
                 p = ep.where(found, p, top_idx[:, 0])
                 q = ep.where(found, q, top_idx[:, -1])

@@ -237,3 +237,43 @@ def test_language_model_runs_resume_from_their_records(
     bnlstm_reproduce._lm_run(kind, 1, sizes, 4, ctx)  # another seed is another run
     assert len(made) == 2
     assert len(list((tmp_path / "lm_runs").glob("*.json"))) == 2
+
+
+def test_the_language_model_section_names_the_lowest_points_and_the_overfitting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The full budget's prose, from the runs' records: which model reaches the lower
+    held-out bpc along training, and which rise after their lowest point."""
+    bnlstm_reproduce = importlib.import_module("paperports.experiments.bnlstm.reproduce")
+    curves = {  # held-out bpc at steps 1, 2, 3; the last is the bpc after training
+        "LSTM": [1.9, 1.7, 1.96],
+        "BN-LSTM": [1.68, 1.8, 2.13],
+        bnlstm_reproduce.RANDOM_T_MAX_KIND: [1.9, 1.77, 1.8],
+    }
+
+    def record(kind: str, seed: int, sizes: dict[str, int], steps: int, ctx: RunContext) -> dict:
+        t = sizes["seq_len"]
+        return {
+            "losses": [2.0, 1.5],
+            "held_out_curve": [[step + 1, b] for step, b in enumerate(curves[kind])],
+            "seconds": 1.0,
+            "bpc": curves[kind][-1],
+            "bpc_by_length": {
+                str(f * t): curves[kind][-1] for f in bnlstm_reproduce.LENGTH_FACTORS
+            },
+        }
+
+    monkeypatch.setattr(bnlstm_reproduce, "_lm_run", record)
+    report = bnlstm_reproduce.Report(
+        bnlstm_reproduce.METHODS["bnlstm"], tmp_path, "paperports reproduce bnlstm"
+    )
+    bpc = bnlstm_reproduce._language_model(report, RunContext(out=tmp_path, quiet=True))
+    assert bpc["LSTM"] == pytest.approx(1.96)
+    md = "\n".join(report.parts)
+    assert "the LSTM reaches the lower held-out bpc after training (1.960)" in md
+    assert (
+        "at the lowest point along training, the BN-LSTM (1.680 at step 1, the LSTM 1.700 at "
+        "step 2)" in md
+    )
+    assert "after its lowest point for LSTM; BN-LSTM: on this" in md  # not the third (+0.03)
+    assert report.results["language_model"]["seeds"] == [0, 1, 2]

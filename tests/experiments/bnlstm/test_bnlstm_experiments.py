@@ -185,6 +185,9 @@ def test_quick_reproduction_writes_the_report(tmp_path: Path) -> None:
     assert summary["bits per character, LSTM / BN-LSTM"]["ours"] == (
         f"{bpc['LSTM']:.3f} / {bpc['BN-LSTM']:.3f}"
     )
+    low = res["language_model"]["lowest_held_out"]
+    early = "bits per character at the lowest held-out point (early stopping), LSTM / BN-LSTM"
+    assert summary[early]["ours"] == f"{low['LSTM']['bpc']:.3f} / {low['BN-LSTM']['bpc']:.3f}"
     # the held-out curve's lowest point, mean over seeds, with its step
     lm = res["language_model"]
     header = next(line for line in md.splitlines() if line.startswith("| model | held-out bpc"))
@@ -267,8 +270,9 @@ def test_the_language_model_section_names_the_lowest_points_and_the_overfitting(
     report = bnlstm_reproduce.Report(
         bnlstm_reproduce.METHODS["bnlstm"], tmp_path, "paperports reproduce bnlstm"
     )
-    bpc = bnlstm_reproduce._language_model(report, RunContext(out=tmp_path, quiet=True))
+    bpc, lowest = bnlstm_reproduce._language_model(report, RunContext(out=tmp_path, quiet=True))
     assert bpc["LSTM"] == pytest.approx(1.96)
+    assert lowest["BN-LSTM"] == (pytest.approx(1.68), 1) and lowest["LSTM"][1] == 2
     md = "\n".join(report.parts)
     assert "the LSTM reaches the lower held-out bpc after training (1.960)" in md
     assert (

@@ -125,7 +125,8 @@ def test_a_compiled_training_step_grows_the_statistics_as_eager() -> None:
     attribute write, and the longer batch a recompilation, whatever the backend. So this
     test compiles through dynamo and AOTAutograd (``aot_eager``, whose functionalisation
     writes the statistics back as inductor's does) and leaves inductor's code generation
-    (87 s for these two graphs on 2 cores) to ``test_bn_lstm_capture``'s training step."""
+    (the test took 87 s with inductor in a cold CI run) to ``test_bn_lstm_capture``'s
+    training step."""
     torch._dynamo.reset()
     torch.manual_seed(0)
     eager = BNLSTM(3, 4, t_max=50)

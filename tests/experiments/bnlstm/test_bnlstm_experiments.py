@@ -276,7 +276,8 @@ def test_the_language_model_section_names_the_lowest_points_and_the_overfitting(
     md = "\n".join(report.parts)
     assert "the LSTM reaches the lower held-out bpc after training (1.960)" in md
     assert (
-        "at the lowest point along training, the BN-LSTM (1.680 at step 1, the LSTM 1.700 at "
+        "at the lowest point along training, the BN-LSTM is lower (1.680 at step 1, the LSTM "
+        "1.700 at "
         "step 2)" in md
     )
     assert "after its lowest point for LSTM; BN-LSTM: on this" in md  # not the third (+0.03)

@@ -367,8 +367,8 @@ def _language_model(
         "lowest point of that curve, mean over seeds, is where early stopping on this text "
         "would have stopped. "
         f"Of the LSTM and the BN-LSTM, the {better} reaches the lower held-out bpc after "
-        f"training ({bpc[better]:.3f}); at the lowest point along training, the {low} "
-        f"({lowest[low][0]:.3f} at step {lowest[low][1]}, the {other} "
+        f"training ({bpc[better]:.3f}); at the lowest point along training, the {low} is "
+        f"lower ({lowest[low][0]:.3f} at step {lowest[low][1]}, the {other} "
         f"{lowest[other][0]:.3f} at step {lowest[other][1]}). "
         + (
             "Held-out bpc rises by more than 0.05 after its lowest point for "

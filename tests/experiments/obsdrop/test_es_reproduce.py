@@ -10,11 +10,18 @@ import pytest
 from paperports.experiments.obsdrop.es_reproduce import main
 
 
-def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
-    tmp_path: Path,
-) -> None:
-    out = tmp_path / "es"
+@pytest.fixture(scope="module")
+def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One quick reproduction in this process, which both tests read (a minute of CI)."""
+    out = tmp_path_factory.mktemp("es")
     assert main(["--quick", "--quiet", "--out", str(out)]) == 0
+    return out
+
+
+def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
+    quick_run: Path,
+) -> None:
+    out = quick_run
     results = json.loads((out / "results.json").read_text())["es"]
     assert set(results["returns"]) == {"0.1", "1.0"}
     for p in ("0.1", "1.0"):
@@ -37,12 +44,13 @@ def test_the_quick_es_reproduction_writes_its_report_and_reuses_finished_agents(
     assert {path: path.read_text() for path in (out / "runs").glob("*.json")} == saved
 
 
-def test_agents_trained_in_worker_processes_are_the_agents_trained_here(tmp_path: Path) -> None:
+def test_agents_trained_in_worker_processes_are_the_agents_trained_here(
+    tmp_path: Path, quick_run: Path
+) -> None:
     """`--jobs 2` trains the quick budget's two agents at once, each on one thread as here."""
     with pytest.raises(ValueError, match="jobs"):
         main(["--quick", "--quiet", "--out", str(tmp_path / "none"), "--jobs", "0"])
-    here, workers = tmp_path / "here", tmp_path / "workers"
-    assert main(["--quick", "--quiet", "--out", str(here)]) == 0
+    here, workers = quick_run, tmp_path / "workers"
     assert main(["--quick", "--quiet", "--out", str(workers), "--jobs", "2"]) == 0
     for key in ("returns", "dream_transfer", "one_step_error", "best_per_generation"):
         assert (

@@ -10,6 +10,7 @@ from torch.autograd.functional import jacobian
 from paperports.experiments.jsma.reference import dense_pair
 from paperports.integrations.foolbox import saliency
 from paperports.integrations.foolbox.saliency import (
+    _compact,
     _front,
     best_aligned_pairs,
     best_features,
@@ -156,6 +157,32 @@ def test_the_front_holds_the_best_pair_and_is_small(module: str) -> None:
     p, q, _ = best_pairs(ep.astensor(a_), ep.astensor(b_), ep.astensor(d_))
     assert torch.equal(torch.as_tensor(p.numpy()), rp)
     assert torch.equal(torch.as_tensor(q.numpy()), rq)
+
+
+@pytest.mark.parametrize("module", ["torch", "jax"])
+def test_compacting_keeps_each_rows_entries_first_and_in_order(module: str) -> None:
+    """Each row's kept entries, first and in order; in JAX the width is a power of two
+    (padded with entries not kept), so the shapes that JAX compiles for recur."""
+    keep = torch.zeros(3, 40, dtype=torch.bool)
+    keep[0, [3, 17, 30]] = True
+    keep[1, [0, 1, 2, 5, 39]] = True
+    idx = torch.arange(40).repeat(3, 1) * 10
+    i_, k_ = idx, keep
+    if module == "jax":
+        jnp = pytest.importorskip("jax").numpy
+        i_, k_ = jnp.asarray(idx.numpy()), jnp.asarray(keep.numpy())
+    out, kept = _compact(ep.astensor(i_), ep.astensor(k_))
+    out, kept = torch.as_tensor(out.numpy()), torch.as_tensor(kept.numpy())
+    assert out.shape[1] == (8 if module == "jax" else 5)
+    assert kept.sum(1).tolist() == [3, 5, 0]
+    assert out[0, :3].tolist() == [30, 170, 300]
+    assert out[1, :5].tolist() == [0, 10, 20, 50, 390]
+    assert not kept[:, 5:].any() and kept[1, :5].all() and kept[0, :3].all()
+    # a width past the input's is never asked for
+    full = torch.ones(2, 6, dtype=torch.bool)
+    f_ = pytest.importorskip("jax").numpy.asarray(full.numpy()) if module == "jax" else full
+    i6 = ep.astensor(f_).astype(int)
+    assert _compact(i6, ep.astensor(f_))[0].shape == (2, 6)
 
 
 def test_pair_search_finds_pairs_away_from_the_largest_gradients() -> None:

@@ -466,9 +466,16 @@ def _true_positions(keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
 
 def _compact(idx: ep.Tensor, keep: ep.Tensor) -> tuple[ep.Tensor, ep.Tensor]:
     """The entries of ``idx`` (``(N, m)``) where ``keep``, first in each row, cut to the
-    largest count over the rows: ``(idx, keep)``."""
+    largest count over the rows: ``(idx, keep)``.
+
+    In JAX the width is rounded up to a power of two (at most ``m``), the rest padding with
+    ``keep`` false: JAX compiles every operation for each new shape, and the front's size
+    changes at every step of the attack, so exact widths would compile the whole search
+    again at each step; rounded, a few widths recur and their compilations are reused."""
     m = idx.shape[1]
     size = max(1, int(count_true(keep).max().item()))
+    if framework_of(idx) == "jax":
+        size = min(m, 1 << (size - 1).bit_length())
     if size == m:
         return idx, keep
     position = ep.arange(idx, m)[None, :]

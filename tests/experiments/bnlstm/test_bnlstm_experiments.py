@@ -280,5 +280,8 @@ def test_the_language_model_section_names_the_lowest_points_and_the_overfitting(
         "1.700 at "
         "step 2)" in md
     )
-    assert "after its lowest point for LSTM; BN-LSTM: on this" in md  # not the third (+0.03)
+    # not the third (+0.03); all three: "every model"
+    assert "after its lowest point for the LSTM and the BN-LSTM: on this" in md
+    assert bnlstm_reproduce._which(list(bnlstm_reproduce.LM_KINDS)) == "every model"
+    assert bnlstm_reproduce._which(["BN-LSTM"]) == "the BN-LSTM"
     assert report.results["language_model"]["seeds"] == [0, 1, 2]

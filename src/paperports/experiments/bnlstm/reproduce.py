@@ -296,6 +296,14 @@ def _lm_run(
     return record
 
 
+def _which(kinds: list[str]) -> str:
+    """The models named in prose: "every model", "the X", or "the X and the Y" (the names
+    hold commas, so no list of three)."""
+    if len(kinds) == len(LM_KINDS):
+        return "every model"
+    return " and ".join(f"the {k}" for k in kinds)
+
+
 def _language_model(
     report: Report, ctx: RunContext
 ) -> tuple[dict[str, float], dict[str, tuple[float, int]]]:
@@ -372,7 +380,7 @@ def _language_model(
         f"{lowest[other][0]:.3f} at step {lowest[other][1]}). "
         + (
             "Held-out bpc rises by more than 0.05 after its lowest point for "
-            + "; ".join(overfit)
+            + _which(overfit)
             + ": on this 420 KB training text the models overfit (the paper trained on some "
             "5 M characters, Penn Treebank, and 90 M, text8). "
             if overfit

@@ -12,7 +12,8 @@ from paperports.experiments.obsdrop.es_reproduce import main
 
 @pytest.fixture(scope="module")
 def quick_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One quick reproduction in this process, which both tests read (a minute of CI)."""
+    """One quick reproduction in this process, which both tests read (it is most of their
+    time)."""
     out = tmp_path_factory.mktemp("es")
     assert main(["--quick", "--quiet", "--out", str(out)]) == 0
     return out

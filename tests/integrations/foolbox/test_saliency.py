@@ -159,6 +159,13 @@ def test_the_front_holds_the_best_pair_and_is_small(module: str) -> None:
     assert torch.equal(torch.as_tensor(q.numpy()), rq)
 
 
+def _in(module: str, t: torch.Tensor) -> ep.Tensor:
+    """``t`` as an eagerpy tensor of ``module`` ("torch" or "jax")."""
+    if module == "jax":
+        return ep.astensor(pytest.importorskip("jax").numpy.asarray(t.numpy()))
+    return ep.astensor(t)
+
+
 @pytest.mark.parametrize("module", ["torch", "jax"])
 def test_compacting_keeps_each_rows_entries_first_and_in_order(module: str) -> None:
     """Each row's kept entries, first and in order; in JAX the width is a power of two
@@ -167,22 +174,16 @@ def test_compacting_keeps_each_rows_entries_first_and_in_order(module: str) -> N
     keep[0, [3, 17, 30]] = True
     keep[1, [0, 1, 2, 5, 39]] = True
     idx = torch.arange(40).repeat(3, 1) * 10
-    i_, k_ = idx, keep
-    if module == "jax":
-        jnp = pytest.importorskip("jax").numpy
-        i_, k_ = jnp.asarray(idx.numpy()), jnp.asarray(keep.numpy())
-    out, kept = _compact(ep.astensor(i_), ep.astensor(k_))
+    out, kept = _compact(_in(module, idx), _in(module, keep))
     out, kept = torch.as_tensor(out.numpy()), torch.as_tensor(kept.numpy())
     assert out.shape[1] == (8 if module == "jax" else 5)
     assert kept.sum(1).tolist() == [3, 5, 0]
     assert out[0, :3].tolist() == [30, 170, 300]
     assert out[1, :5].tolist() == [0, 10, 20, 50, 390]
     assert not kept[:, 5:].any() and kept[1, :5].all() and kept[0, :3].all()
-    # a width past the input's is never asked for
+    # never wider than the input: six of six kept stay six, not eight
     full = torch.ones(2, 6, dtype=torch.bool)
-    f_ = pytest.importorskip("jax").numpy.asarray(full.numpy()) if module == "jax" else full
-    i6 = ep.astensor(f_).astype(int)
-    assert _compact(i6, ep.astensor(f_))[0].shape == (2, 6)
+    assert _compact(_in(module, torch.arange(6).repeat(2, 1)), _in(module, full))[0].shape == (2, 6)
 
 
 def test_pair_search_finds_pairs_away_from_the_largest_gradients() -> None:

@@ -134,36 +134,33 @@ def test_pair_search_over_a_large_front_equals_dense_brute_force(seed: int) -> N
     assert torch.equal(p.raw[rfound], rp[rfound]) and torch.equal(q.raw[rfound], rq[rfound])
 
 
+def _in(module: str, t: torch.Tensor) -> ep.Tensor:
+    """``t`` as an eagerpy tensor of ``module`` ("torch", "numpy" or "jax"); NumPy's shares
+    ``t``'s memory."""
+    if module == "numpy":
+        return ep.astensor(t.numpy())
+    if module == "jax":
+        return ep.astensor(pytest.importorskip("jax").numpy.asarray(t.numpy()))
+    return ep.astensor(t)
+
+
 @pytest.mark.parametrize("module", ["torch", "numpy", "jax"])
 def test_the_front_holds_the_best_pair_and_is_small(module: str) -> None:
     """The features at most one other dominates: a few dozen of 3,000 gradients, the same
     in every framework (the running maximum is each framework's own; NumPy's top-k is ours,
     since eagerpy's is not one and what it returns depends on the machine's CPU)."""
     a, b, domain = _random_case(5, 4, 3_000, integer=False)
-    a_, b_, d_ = a, b, domain
-    if module == "numpy":
-        a_, b_, d_ = a.numpy(), b.numpy(), domain.numpy()
-    elif module == "jax":
-        jnp = pytest.importorskip("jax").numpy
-        a_, b_, d_ = jnp.asarray(a.numpy()), jnp.asarray(b.numpy()), jnp.asarray(domain.numpy())
-    u, v = ep.astensor(a_), -ep.astensor(b_)
-    idx, member = _front(u, v, ep.astensor(d_))
+    a_, b_, d_ = (_in(module, t) for t in (a, b, domain))
+    idx, member = _front(a_, -b_, d_)
     members = torch.as_tensor(ep.where(member, idx, -1 * ep.ones_like(idx)).numpy())
     assert 0 < (members >= 0).sum(1).max() < 60
     rp, rq, rfound = dense_pair(a, b, domain)
     assert rfound.all()
     for row in range(4):
         assert {int(rp[row]), int(rq[row])} <= set(members[row].tolist())
-    p, q, _ = best_pairs(ep.astensor(a_), ep.astensor(b_), ep.astensor(d_))
+    p, q, _ = best_pairs(a_, b_, d_)
     assert torch.equal(torch.as_tensor(p.numpy()), rp)
     assert torch.equal(torch.as_tensor(q.numpy()), rq)
-
-
-def _in(module: str, t: torch.Tensor) -> ep.Tensor:
-    """``t`` as an eagerpy tensor of ``module`` ("torch" or "jax")."""
-    if module == "jax":
-        return ep.astensor(pytest.importorskip("jax").numpy.asarray(t.numpy()))
-    return ep.astensor(t)
 
 
 @pytest.mark.parametrize("module", ["torch", "jax"])
@@ -220,14 +217,7 @@ def test_scatter_rows_writes_each_rows_values_at_its_indices(framework: str) -> 
     full = np.zeros((3, 5), dtype=np.float32)
     idx = np.array([[0, 2], [1, 1], [4, 3]])
     values = np.array([[1, 2], [3, 3], [5, 6]], dtype=np.float32)
-    if framework == "torch":
-        args = [torch.as_tensor(t) for t in (full, idx, values)]
-    elif framework == "jax":
-        jnp = pytest.importorskip("jax").numpy
-        args = [jnp.asarray(t) for t in (full, idx, values)]
-    else:
-        args = [full, idx, values]
-    out = scatter_rows(*(ep.astensor(t) for t in args))
+    out = scatter_rows(*(_in(framework, torch.as_tensor(t)) for t in (full, idx, values)))
     expected = np.array([[1, 0, 2, 0, 0], [0, 3, 0, 0, 0], [0, 0, 0, 6, 5]], dtype=np.float32)
     np.testing.assert_array_equal(np.asarray(out.numpy()), expected)
     np.testing.assert_array_equal(full, 0)  # the input is left as it was

@@ -285,6 +285,12 @@ VALUES = [
         "learning_rate",
     ),
     case(
+        "population seed negative",
+        lambda: population_returns(policy(), candidates(), wrapped, [0, -1], 5),
+        "seeds[1]",
+        ">= 0",
+    ),
+    case(
         "es ray address where no cluster answers",
         lambda: train_with_es(policy(), wrapped, 1, workers=2, ray_address="127.0.0.1:9"),
         "127.0.0.1:9",

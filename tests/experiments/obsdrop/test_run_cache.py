@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import importlib
 import io
+import shutil
 import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+import paperports.integrations.sb3
 from paperports.experiments.obsdrop import agents as agents_module
 from paperports.experiments.obsdrop.agents import AgentRun
 from paperports.experiments.obsdrop.reproduce import run_agents
@@ -62,6 +64,24 @@ def test_the_fingerprint_follows_the_code(tmp_path: Path) -> None:
     named = code_fingerprint((source,))
     source.write_text('def f(x):\n    x = "b"\n    return 2 * x\n')
     assert code_fingerprint((source,)) != named
+
+
+def test_the_fingerprint_leaves_out_the_ray_workers_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No reproduction runs the Ray workers, so a change there keeps the finished runs; a
+    change anywhere else in the sb3 integration starts them afresh."""
+    package = Path(paperports.integrations.sb3.__file__).parent
+    copy = tmp_path / "sb3"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(paperports.integrations.sb3, "__file__", str(copy / "__init__.py"))
+    before = code_fingerprint()
+    with (copy / "workers.py").open("a") as workers:
+        workers.write("\nTIMEOUT = 3.0\n")
+    assert code_fingerprint() == before
+    with (copy / "evolution.py").open("a") as evolution:
+        evolution.write("\nTIMEOUT = 3.0\n")
+    assert code_fingerprint() != before
 
 
 def test_run_agents_trains_only_what_the_cache_lacks(

@@ -34,14 +34,15 @@ _LIBRARIES = ("torch", "numpy", "gymnasium", "stable-baselines3", "sb3-contrib")
 def code_fingerprint(
     extra_files: tuple[Path, ...] = (), extra_libraries: tuple[str, ...] = ()
 ) -> str:
-    """A hash of the code that trains and measures the agents (the sb3 integration, the
-    swing-up and the dropout wrapper, and ``extra_files``) and of the library versions.
-    The code is hashed as its syntax tree without docstrings, so that rewording a comment
-    or a docstring, or reformatting, keeps the finished runs; any change to what runs
-    starts them afresh. ``extra_libraries`` are hashed with their versions too."""
+    """A hash of the code that trains and measures the agents (the sb3 integration but its
+    Ray workers, which no reproduction runs; the swing-up and the dropout wrapper; and
+    ``extra_files``) and of the library versions. The code is hashed as its syntax tree
+    without docstrings, so that rewording a comment or a docstring, or reformatting, keeps
+    the finished runs; any change to what runs starts them afresh. ``extra_libraries`` are
+    hashed with their versions too."""
     sb3_dir = Path(paperports.integrations.sb3.__file__).parent
     files = [
-        *sorted(sb3_dir.glob("*.py")),
+        *sorted(f for f in sb3_dir.glob("*.py") if f.name != "workers.py"),
         Path(paperports.adapters.cartpole_swingup.__file__),
         Path(paperports.adapters.observational_dropout.__file__),
         *extra_files,

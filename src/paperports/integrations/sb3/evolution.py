@@ -218,7 +218,10 @@ def population_returns(
     stacked = _candidate_weights(policy, candidates, acting)
     if not callable(make_env):
         raise TypeError(f"make_env must build an environment, got {type(make_env).__name__}")
-    seeds = [check_int(f"seeds[{i}]", s, who="population_returns") for i, s in enumerate(seeds)]
+    seeds = [
+        check_int(f"seeds[{i}]", s, minimum=0, who="population_returns")
+        for i, s in enumerate(seeds)
+    ]
     if not seeds:
         raise ValueError("population_returns: seeds must name at least one episode, got []")
     max_steps = check_int("max_steps", max_steps, minimum=1, who="population_returns")

@@ -16,6 +16,7 @@ workers (a module-level function, or one that Ray's ``runtime_env`` ships).
 
 from __future__ import annotations
 
+import os
 import socket
 from collections.abc import Callable
 from typing import Any
@@ -30,9 +31,38 @@ from paperports.integrations.sb3.policies import ObservationalDropoutPolicy
 __all__ = ["RayEvaluator", "check_ray_address"]
 
 
+# HTTP/2's client connection preface and an empty SETTINGS frame: a Ray cluster's endpoints
+# (the GCS at host:port, the Ray Client server at ray://host:port) are gRPC servers, which
+# answer with a SETTINGS frame of their own (frame type 4, the fourth byte of its header).
+_HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+_SETTINGS = 4
+
+
+def _local_default(who: str, address: str, why: str) -> ValueError:
+    return ValueError(
+        f"{who}: no Ray cluster answers at ray_address={address!r} ({why}); "
+        "ray_address=None starts a local Ray on this machine instead"
+    )
+
+
+def _speaks_http2(connection: socket.socket) -> bool:
+    """Whether the server at the other end answers HTTP/2's preface with its SETTINGS."""
+    connection.settimeout(3.0)
+    connection.sendall(_HTTP2_PREFACE)
+    header = b""
+    while len(header) < 4:
+        chunk = connection.recv(4 - len(header))
+        if not chunk:  # it hung up
+            return False
+        header += chunk
+    return header[3] == _SETTINGS
+
+
 def check_ray_address(address: Any, who: str) -> str | None:
-    """``None``, ``"auto"``/``"local"``, or a ``host:port`` (optionally ``ray://``) that
-    answers; anything else is refused naming the address, before Ray waits on it."""
+    """``None``, ``"auto"``/``"local"``, or a ``host:port`` (optionally ``ray://``) where a
+    gRPC server answers; anything else is refused naming the address, before Ray waits on
+    it (Ray retries an address for minutes, and one that answers in another protocol, a
+    dashboard's port say, for as long)."""
     if address is None:
         return None
     if not isinstance(address, str) or not address:
@@ -49,14 +79,16 @@ def check_ray_address(address: Any, who: str) -> str | None:
             f"{who}: ray_address must be 'host:port', 'ray://host:port' or 'auto', got "
             f"{address!r}; ray_address=None starts a local Ray"
         )
+    # with TLS (Ray's RAY_USE_TLS) the endpoints expect a TLS handshake first: only the
+    # connection is checked then
+    tls = os.environ.get("RAY_USE_TLS", "0").lower() in ("1", "true")
     try:
-        with socket.create_connection((host, int(port)), timeout=3.0):
-            pass
+        with socket.create_connection((host, int(port)), timeout=3.0) as connection:
+            grpc = tls or _speaks_http2(connection)
     except OSError as err:
-        raise ValueError(
-            f"{who}: no Ray cluster answers at ray_address={address!r} ({err}); "
-            "ray_address=None starts a local Ray on this machine instead"
-        ) from err
+        raise _local_default(who, address, str(err)) from err
+    if not grpc:
+        raise _local_default(who, address, "something answers there, but not a Ray (gRPC) server")
     return address
 
 
@@ -114,7 +146,10 @@ class RayEvaluator:
                     configure_logging=False,
                 )
             else:
-                ray.init(address=address, log_to_driver=False, configure_logging=False)
+                try:
+                    ray.init(address=address, log_to_driver=False, configure_logging=False)
+                except ConnectionError as err:  # "auto" where no cluster runs, for one
+                    raise _local_default(who, address, str(err)) from err
         self._task = ray.remote(num_cpus=1)(_evaluate_block)
         self._policy = ray.put(policy)
         self._make_env = ray.put(make_env)

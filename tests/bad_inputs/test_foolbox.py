@@ -132,6 +132,19 @@ DTYPE = [
         "target_classes",
     ),
     case("attack criterion a string", lambda: attack(criterion="targeted"), "criterion"),
+    case(
+        "attack NumPy inputs to a PyTorchModel",
+        lambda: attack(x=X.numpy(), criterion=Y.numpy()),
+        "numpy.ndarray",
+        "PyTorchModel",
+        "torch.Tensor",
+    ),
+    case(
+        "saliency NumPy inputs to a PyTorchModel",
+        lambda: saliency_map(MODEL, X.numpy(), Y),
+        "inputs",
+        "PyTorchModel",
+    ),
     case("saliency float targets", lambda: saliency_map(MODEL, X, Y.float()), "targets"),
     case(
         "forward_derivative integer inputs", lambda: forward_derivative(MODEL, X.long()), "inputs"

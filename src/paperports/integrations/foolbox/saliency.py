@@ -76,9 +76,28 @@ def _check_outputs(outputs: str) -> None:
         raise ValueError(f"outputs must be 'logits' or 'probabilities', got {outputs!r}")
 
 
+# foolbox's framework models and the eagerpy tensors each runs on
+_FRAMEWORKS = {
+    "PyTorchModel": (ep.PyTorchTensor, "torch.Tensor"),
+    "JAXModel": (ep.JAXTensor, "jax.Array"),
+    "TensorFlowModel": (ep.TensorFlowTensor, "tf.Tensor"),
+}
+
+
 def check_inputs(x: ep.Tensor, model: Model) -> None:
     """Inputs that an attack can work on: a batch of floating-point values, none NaN or
-    infinite."""
+    infinite, of the framework the model runs in (a foolbox ``PyTorchModel`` given NumPy
+    arrays fails deep inside foolbox with an ``AttributeError``)."""
+    for cls in type(model).__mro__:
+        if cls.__module__.startswith("foolbox.") and cls.__name__ in _FRAMEWORKS:
+            tensor, name = _FRAMEWORKS[cls.__name__]
+            if not isinstance(x, tensor):
+                raise TypeError(
+                    f"inputs are {type(x.raw).__module__}.{type(x.raw).__name__}, but the model "
+                    f"is a foolbox {cls.__name__}, which runs on {name}: pass the inputs (and "
+                    f"the labels) as {name}"
+                )
+            break
     if x.ndim < 1:
         raise ValueError(f"inputs must be a batch (N, ...), got a scalar of shape {x.shape}")
     if not _is_floating(x):

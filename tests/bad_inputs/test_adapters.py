@@ -182,6 +182,20 @@ VALUES = [
     case("parse_dictionary id 0", lambda: babi.parse_dictionary("mouse=0\n"), "line 1"),
     case("parse_dictionary no =", lambda: babi.parse_dictionary("mouse 1\n"), "line 1"),
     case(
+        "parse_dictionary a name twice",
+        lambda: babi.parse_dictionary("mouse=1\ncat=2\nmouse=3\n"),
+        "line 3",
+        "'mouse'",
+        "line 1",
+    ),
+    case(
+        "parse_dictionary an id twice",
+        lambda: babi.parse_dictionary("mouse=1\ncat=1\n"),
+        "line 2",
+        "id 1",
+        "'mouse'",
+    ),
+    case(
         "to_data edge type beyond",
         lambda: babi.to_data(babi.Story([(0, 5, 1)]), babi.Question(0, (0,), (1,)), SPEC),
         "edge type 5",

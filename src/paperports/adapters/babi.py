@@ -465,15 +465,33 @@ def _id(token: str) -> int:
 
 def parse_dictionary(text: str) -> dict[str, int]:
     """Parse a ``name=id`` dictionary of the paper's pre-processing (ids 1-based in the
-    file, 0-based in the result)."""
-    mapping = {}
+    file, 0-based in the result).
+
+    Raises:
+        ValueError: a line that is not ``name=id``, or a name or an id given twice (one
+            would silently replace or merge the other), naming the lines.
+    """
+    mapping: dict[str, int] = {}
+    lines: dict[str, int] = {}
+    names: dict[int, str] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         name, sep, value = line.strip().rpartition("=")
         if not sep or not value.strip().isdigit() or int(value) < 1:
             raise ValueError(f"line {number}: {line.strip()!r} is not 'name=id' with a 1-based id")
-        mapping[name] = int(value) - 1
+        index = int(value) - 1
+        if name in mapping:
+            raise ValueError(
+                f"line {number}: {name!r} is named again (line {lines[name]} gave it id "
+                f"{mapping[name] + 1})"
+            )
+        if index in names:
+            raise ValueError(
+                f"line {number}: id {index + 1} is given again (line {lines[names[index]]} "
+                f"gave it to {names[index]!r})"
+            )
+        mapping[name], lines[name], names[index] = index, number, name
     return mapping
 
 

@@ -14,9 +14,10 @@ under TorchScript. Shape and dtype checks always run.
 
 from __future__ import annotations
 
+import argparse
 import math
 import numbers
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,6 +39,7 @@ __all__ = [
     "check_probability",
     "check_sequence_of",
     "values_known",
+    "whole_number",
 ]
 
 T = TypeVar("T")
@@ -282,3 +284,19 @@ def check_batch_for_statistics(batch: int, shape: tuple[int, ...], *, who: str |
             f"size {torch.Size(shape)}: batch statistics need a batch of at least two "
             "sequences (or evaluate with .eval())"
         )
+
+
+def whole_number(minimum: int) -> Callable[[str], int]:
+    """An ``argparse`` type: a whole number of at least ``minimum``, refused by argparse
+    (naming the option) otherwise, as :func:`check_int` refuses one in the API."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = minimum - 1
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
+        return value
+
+    return parse

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import paperports
+from paperports._checks import whole_number
 from paperports.registry import METHODS, Method, RunContext, get_method
 
 __all__ = ["main", "summary_table"]
@@ -33,20 +34,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--debug", action="store_true", help="show full tracebacks on errors")
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            value = minimum - 1
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected a whole number >= {minimum}, got {text!r}")
-        return value
-
-    return parse
-
-
-_positive, _seed = _whole(1), _whole(0)
+_positive, _seed = whole_number(1), whole_number(0)
 
 
 def build_parser() -> argparse.ArgumentParser:

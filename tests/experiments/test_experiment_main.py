@@ -38,8 +38,12 @@ def test_the_options_reach_the_run_and_the_command_is_recorded(
     seen.clear()
     experiment_main("paperports.experiments.x.y", "doc", run, "runs/y", [])
     assert seen[0][0].out == Path("runs/y") and not seen[0][0].quick
-    with pytest.raises(SystemExit):
-        experiment_main("paperports.experiments.x.y", "doc", run, "runs/y", ["--seed", "one"])
+    for seed in ("one", "-1"):  # numpy's generators take no negative seed
+        with pytest.raises(SystemExit):
+            experiment_main("paperports.experiments.x.y", "doc", run, "runs/y", ["--seed", seed])
+        assert f"argument --seed: expected a whole number >= 0, got '{seed}'" in (
+            capsys.readouterr().err
+        )
 
 
 def _square_on_one_thread(x: int) -> tuple[int, int]:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from paperports._checks import whole_number
 from paperports.registry import RunContext
 
 __all__ = ["each_in_workers", "experiment_main", "one_torch_thread"]
@@ -38,7 +39,7 @@ def experiment_main(
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description)
     parser.add_argument("--out", type=Path, default=Path(default_out))
     parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=whole_number(0), default=0)
     parser.add_argument("--quiet", action="store_true")
     if configure is not None:
         configure(parser)

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from paperports.experiments.obsdrop.es_reproduce import main
+from paperports.experiments.obsdrop.es_reproduce import main, reproduce_es
+from paperports.registry import RunContext
 
 
 @pytest.fixture(scope="module")
@@ -49,8 +50,6 @@ def test_agents_trained_in_worker_processes_are_the_agents_trained_here(
     tmp_path: Path, quick_run: Path
 ) -> None:
     """`--jobs 2` trains the quick budget's two agents at once, each on one thread as here."""
-    with pytest.raises(ValueError, match="jobs"):
-        main(["--quick", "--quiet", "--out", str(tmp_path / "none"), "--jobs", "0"])
     here, workers = quick_run, tmp_path / "workers"
     assert main(["--quick", "--quiet", "--out", str(workers), "--jobs", "2"]) == 0
     for key in ("returns", "dream_transfer", "one_step_error", "best_per_generation"):
@@ -58,3 +57,19 @@ def test_agents_trained_in_worker_processes_are_the_agents_trained_here(
             json.loads((workers / "results.json").read_text())["es"][key]
             == json.loads((here / "results.json").read_text())["es"][key]
         ), key
+
+
+@pytest.mark.parametrize("option", ["--jobs", "--generations"])
+def test_counts_of_zero_are_refused_not_read_as_the_default(
+    option: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--generations 0`` once ran the default 3 (quick) or 200 generations: a zero is
+    refused by the option's name, on the command line and through the function."""
+    with pytest.raises(SystemExit):
+        main(["--quick", "--quiet", "--out", str(tmp_path), option, "0"])
+    assert f"argument {option}: expected a whole number >= 1, got '0'" in capsys.readouterr().err
+    context = RunContext(tmp_path, quick=True, quiet=True)
+    keyword = option.removeprefix("--")
+    with pytest.raises(ValueError, match=f"{keyword} must be an integer >= 1"):
+        reproduce_es(context, **{keyword: 0})
+    assert not (tmp_path / "runs").exists()  # refused before anything ran

@@ -42,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-from paperports._checks import check_int
+from paperports._checks import check_int, whole_number
 from paperports.experiments import each_in_workers, experiment_main, one_torch_thread
 from paperports.experiments.obsdrop.es_agents import EsBudget, es_agent
 from paperports.experiments.obsdrop.reproduce import PAPER_DREAM_BEST, PAPER_RETURNS
@@ -84,6 +84,8 @@ def reproduce_es(ctx: RunContext, generations: int | None = None, jobs: int = 1)
     """Train and measure every agent (``jobs`` at a time, in worker processes), then write
     the report."""
     jobs = check_int("jobs", jobs, minimum=1, who="es_reproduce")
+    if generations is not None:  # 0 must not read as "the default"
+        generations = check_int("generations", generations, minimum=1, who="es_reproduce")
     report = Report(METHODS["obsdrop"], ctx.out, ctx.command)
     ps = [0.1, 1.0] if ctx.quick else sorted(PAPER_RETURNS)
     seeds = [ctx.seed] if ctx.quick else [ctx.seed + k for k in range(3)]
@@ -247,9 +249,12 @@ def _figure(
 
 def main(argv: Sequence[str] | None = None) -> int:
     def options(parser: argparse.ArgumentParser) -> None:
-        parser.add_argument("--generations", type=int, default=None)
+        parser.add_argument("--generations", type=whole_number(1), default=None)
         parser.add_argument(
-            "--jobs", type=int, default=1, help="agents trained at a time, in worker processes"
+            "--jobs",
+            type=whole_number(1),
+            default=1,
+            help="agents trained at a time, in worker processes",
         )
 
     return experiment_main(

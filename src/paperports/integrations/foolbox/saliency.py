@@ -48,7 +48,7 @@ from collections.abc import Callable
 from typing import Any, Literal
 
 import eagerpy as ep
-from foolbox.models import Model
+from foolbox.models import JAXModel, Model, PyTorchModel, TensorFlowModel
 
 from paperports._checks import DtypeError, check_int
 
@@ -77,27 +77,24 @@ def _check_outputs(outputs: str) -> None:
 
 
 # foolbox's framework models and the eagerpy tensors each runs on
-_FRAMEWORKS = {
-    "PyTorchModel": (ep.PyTorchTensor, "torch.Tensor"),
-    "JAXModel": (ep.JAXTensor, "jax.Array"),
-    "TensorFlowModel": (ep.TensorFlowTensor, "tf.Tensor"),
-}
+_FRAMEWORKS = (
+    (PyTorchModel, ep.PyTorchTensor, "torch.Tensor"),
+    (JAXModel, ep.JAXTensor, "jax.Array"),
+    (TensorFlowModel, ep.TensorFlowTensor, "tf.Tensor"),
+)
 
 
 def check_inputs(x: ep.Tensor, model: Model) -> None:
     """Inputs that an attack can work on: a batch of floating-point values, none NaN or
     infinite, of the framework the model runs in (a foolbox ``PyTorchModel`` given NumPy
     arrays fails deep inside foolbox with an ``AttributeError``)."""
-    for cls in type(model).__mro__:
-        if cls.__module__.startswith("foolbox.") and cls.__name__ in _FRAMEWORKS:
-            tensor, name = _FRAMEWORKS[cls.__name__]
-            if not isinstance(x, tensor):
-                raise TypeError(
-                    f"inputs are {type(x.raw).__module__}.{type(x.raw).__name__}, but the model "
-                    f"is a foolbox {cls.__name__}, which runs on {name}: pass the inputs (and "
-                    f"the labels) as {name}"
-                )
-            break
+    for model_type, tensor, name in _FRAMEWORKS:
+        if isinstance(model, model_type) and not isinstance(x, tensor):
+            raise TypeError(
+                f"inputs are {type(x.raw).__module__}.{type(x.raw).__name__}, but the model "
+                f"is a foolbox {model_type.__name__}, which runs on {name}: pass the inputs "
+                f"(and the labels) as {name}"
+            )
     if x.ndim < 1:
         raise ValueError(f"inputs must be a batch (N, ...), got a scalar of shape {x.shape}")
     if not _is_floating(x):
